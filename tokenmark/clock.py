@@ -1,0 +1,223 @@
+"""Clocks: integer nanoseconds from a monotonic source, behind one small interface.
+
+Everything that measures or waits goes through a :class:`Clock`, so the same runner and
+the same in-process systems under test run against real time (:class:`MonotonicClock`)
+or virtual time (:class:`FakeClock`). Virtual time is driven by an asyncio event loop
+whose notion of time *is* the fake clock (:func:`run_virtual`): when the loop has
+nothing to do but wait for a timer, the clock jumps to that timer instead of sleeping,
+so a ten-minute benchmark in virtual time takes as long as its bookkeeping.
+
+Times are integers in nanoseconds. Only differences matter; each run picks its own
+origin ``t0`` and records everything relative to it, with one wall-clock anchor
+(:func:`wall_anchor`) for the logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import math
+import selectors
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol, TypeVar
+
+__all__ = [
+    "SPIN_WINDOW_NS",
+    "Clock",
+    "FakeClock",
+    "MonotonicClock",
+    "TimerHandle",
+    "run_virtual",
+    "wall_anchor",
+]
+
+T = TypeVar("T")
+
+#: How close to a deadline :class:`MonotonicClock` stops sleeping on the event loop's
+#: timer (whose epoll wake-up is rounded up to whole milliseconds) and yields in a
+#: tight loop instead, so sends land within microseconds of their scheduled time.
+SPIN_WINDOW_NS = 1_200_000
+
+
+class TimerHandle(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Clock(Protocol):
+    """A monotonic clock in integer nanoseconds that can also wait and call back."""
+
+    def now_ns(self) -> int:
+        """The current time in ns from an arbitrary, fixed origin."""
+        ...
+
+    async def sleep_until(self, t_ns: int) -> None:
+        """Return as soon as possible at or after ``t_ns``; never earlier."""
+        ...
+
+    def call_at(self, t_ns: int, callback: Callable[[], None]) -> TimerHandle:
+        """Run ``callback`` on the event loop at (or just after) ``t_ns``."""
+        ...
+
+
+def wall_anchor() -> tuple[int, int]:
+    """A pair (monotonic ns, wall-clock ns since the epoch) read back to back."""
+    mono = time.perf_counter_ns()
+    wall = time.time_ns()
+    return mono, wall
+
+
+class MonotonicClock:
+    """Real time: ``time.perf_counter_ns`` (CLOCK_MONOTONIC on Linux).
+
+    ``sleep_until`` sleeps on the event loop's timer until ``SPIN_WINDOW_NS`` before the
+    deadline, then yields to the loop (other callbacks still run) until it is reached.
+    """
+
+    __slots__ = ()
+
+    def now_ns(self) -> int:
+        return time.perf_counter_ns()
+
+    async def sleep_until(self, t_ns: int) -> None:
+        now = time.perf_counter_ns
+        while True:
+            remaining = t_ns - now()
+            if remaining <= 0:
+                return
+            if remaining > SPIN_WINDOW_NS:
+                await asyncio.sleep((remaining - SPIN_WINDOW_NS) / 1e9)
+            else:
+                await asyncio.sleep(0)
+
+    def call_at(self, t_ns: int, callback: Callable[[], None]) -> TimerHandle:
+        loop = asyncio.get_running_loop()
+        delay = (t_ns - time.perf_counter_ns()) / 1e9
+        return loop.call_later(max(0.0, delay), callback)
+
+
+class FakeClock:
+    """Virtual time for tests and simulation.
+
+    Outside an event loop it is a plain settable clock (``advance``/``set``). Inside
+    :func:`run_virtual` the loop advances it: whenever the loop would block waiting for
+    a timer, the clock jumps exactly to the earliest deadline registered through
+    :meth:`sleep_until`/:meth:`call_at` (or the loop's own next timer), so waits return
+    at exactly the nanosecond asked for.
+    """
+
+    __slots__ = ("_deadlines", "_now")
+
+    def __init__(self, start_ns: int = 0) -> None:
+        self._now = start_ns
+        self._deadlines: list[int] = []
+
+    def now_ns(self) -> int:
+        return self._now
+
+    def advance(self, delta_ns: int) -> None:
+        if delta_ns < 0:
+            raise ValueError("a clock cannot go backwards")
+        self._now += delta_ns
+
+    def set(self, t_ns: int) -> None:
+        if t_ns < self._now:
+            raise ValueError("a clock cannot go backwards")
+        self._now = t_ns
+
+    async def sleep_until(self, t_ns: int) -> None:
+        if t_ns <= self._now:
+            await asyncio.sleep(0)
+            return
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        heapq.heappush(self._deadlines, t_ns)
+        loop.call_at(t_ns / 1e9, _resolve, fut)
+        await fut
+
+    def call_at(self, t_ns: int, callback: Callable[[], None]) -> TimerHandle:
+        loop = asyncio.get_running_loop()
+        if t_ns > self._now:
+            heapq.heappush(self._deadlines, t_ns)
+        return loop.call_at(max(t_ns, self._now) / 1e9, callback)
+
+    # -- used by the virtual-time loop -------------------------------------------------
+    def _advance_for_timeout(self, timeout_s: float) -> None:
+        """Jump forward by the loop's select timeout, landing exactly on a deadline."""
+        horizon = self._now + math.ceil(timeout_s * 1e9)
+        deadlines = self._deadlines
+        while deadlines and deadlines[0] <= self._now:
+            heapq.heappop(deadlines)
+        if deadlines and deadlines[0] <= horizon:
+            self._now = heapq.heappop(deadlines)
+        else:
+            self._now = horizon
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+class _VirtualSelector(selectors.BaseSelector):
+    """A selector that polls real file descriptors without blocking and, when idle,
+    advances the fake clock by the timeout instead of sleeping."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self._real = selectors.DefaultSelector()
+        self._clock = clock
+
+    def register(
+        self, fileobj: Any, events: int, data: Any = None
+    ) -> selectors.SelectorKey:
+        return self._real.register(fileobj, events, data)
+
+    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+        return self._real.unregister(fileobj)
+
+    def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        return self._real.modify(fileobj, events, data)
+
+    def select(
+        self, timeout: float | None = None
+    ) -> list[tuple[selectors.SelectorKey, int]]:
+        ready = self._real.select(0)
+        if ready:
+            return ready
+        if timeout is None:
+            # Nothing is scheduled: only real I/O can wake us.
+            return self._real.select(None)
+        if timeout > 0:
+            self._clock._advance_for_timeout(timeout)
+        return []
+
+    def close(self) -> None:
+        self._real.close()
+
+    def get_map(self) -> Any:
+        return self._real.get_map()
+
+    def get_key(self, fileobj: Any) -> selectors.SelectorKey:
+        return self._real.get_key(fileobj)
+
+
+class _VirtualTimeLoop(asyncio.SelectorEventLoop):
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(selector=_VirtualSelector(clock))
+        self._fake_clock = clock
+        self._clock_resolution = 1e-9
+
+    def time(self) -> float:
+        return self._fake_clock._now / 1e9
+
+
+def run_virtual(coro: Coroutine[Any, Any, T], clock: FakeClock) -> T:
+    """Run ``coro`` to completion on an event loop whose time is ``clock``."""
+    loop = _VirtualTimeLoop(clock)
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()

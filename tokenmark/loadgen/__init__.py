@@ -1,0 +1,1 @@
+"""The load generator: the asyncio runner that drives a system under test."""

@@ -1,0 +1,352 @@
+"""From records to a :class:`Summary`, with LoadGen's definitions (digest §1.5, §2.1).
+
+The :class:`Accumulator` takes every finished record as it arrives and keeps only the
+columns the metrics need (a few int64 values per request, ITL values in a spillable
+:class:`~tokenmark.metrics.stats.Column`), so memory stays bounded for millions of
+requests. :func:`summarize` interprets those columns under the effective settings:
+
+- latency (E2E) = completion - *scheduled* time; TTFT = first token - scheduled;
+  TPOT = (E2E - TTFT) // (n_tokens - 1) per sample, in integer ns, with LoadGen's quirk
+  that a count of 1 or less is recorded as 0 tokens (so TPOT = -(E2E - TTFT));
+- Offline: samples/s = n / max latency, tokens/s = tokens / max latency;
+- Server/Interactive: samples/s = (n - 1) / completion time of the last-issued query,
+  tokens/s = tokens / that same time (no -1);
+- SingleStream: QPS with LoadGen overhead = (n - 1) / issue time of the last query;
+- MultiStream: query latency = the slowest of its samples.
+
+tokenmark's own figures sit beside LoadGen's and never replace them: ITL (each gap
+between streamed chunks spread evenly over the chunk's tokens), send lag, output and
+input tokens/s over the measured window, and goodput (requests meeting every
+per-request limit).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tokenmark.metrics.stats import LOADGEN_PERCENTILES, Column, Distribution
+from tokenmark.records import ErrorClass, Phase, RequestRecord
+from tokenmark.settings import EffectiveSettings, LatencyLimits, Scenario
+
+__all__ = ["Accumulator", "RunData", "Summary", "summarize"]
+
+_PHASE_CODE = {Phase.WARMUP: 0, Phase.MEASURE: 1, Phase.COOLDOWN: 2}
+
+
+@dataclass
+class RunData:
+    """Columns of a finished run (one entry per record, in completion order)."""
+
+    seq: np.ndarray
+    query_id: np.ndarray
+    scheduled: np.ndarray
+    issued: np.ndarray
+    first: np.ndarray
+    done: np.ndarray
+    output_tokens: np.ndarray
+    input_tokens: np.ndarray
+    ok: np.ndarray  # bool
+    measured: np.ndarray  # bool: in the measurement window
+    itl: Column
+    errors: Counter[str]
+    token_disagreements: int
+    scheduled_total: int  # samples the schedule holds (or issued, for closed loops)
+    interrupted: bool = False
+    interrupt_reason: str = ""
+
+
+class Accumulator:
+    """Keeps, per record, the few numbers the metrics need."""
+
+    def __init__(self, itl_cap: int | None = None) -> None:
+        self._cols = {name: array("q") for name in (
+            "seq", "query_id", "scheduled", "issued", "first", "done",
+            "output_tokens", "input_tokens", "ok", "measured")}
+        self._itl = Column() if itl_cap is None else Column(cap=itl_cap)
+        self.errors: Counter[str] = Counter()
+        self.token_disagreements = 0
+        self.completed = 0
+        self.failed = 0
+        self.output_tokens = 0
+
+    def add(self, r: RequestRecord) -> None:
+        c = self._cols
+        c["seq"].append(r.seq)
+        c["query_id"].append(r.query_id)
+        c["scheduled"].append(r.scheduled_ns)
+        c["issued"].append(r.issued_ns)
+        c["first"].append(r.first_token_ns)
+        c["done"].append(r.done_ns)
+        c["output_tokens"].append(r.output_tokens)
+        c["input_tokens"].append(r.input_tokens)
+        ok = r.error is None and r.done_ns >= 0
+        c["ok"].append(1 if ok else 0)
+        measured = r.phase is Phase.MEASURE
+        c["measured"].append(1 if measured else 0)
+        if ok:
+            self.completed += 1
+            self.output_tokens += r.output_tokens
+        else:
+            self.failed += 1
+            self.errors[(r.error or ErrorClass.UNANSWERED).value] += 1
+        if 0 <= r.alt_output_tokens != r.output_tokens:
+            self.token_disagreements += 1
+        if ok and measured and len(r.chunk_ns) > 1:
+            self._add_itl(r.chunk_ns, r.chunk_tokens)
+
+    def _add_itl(self, times: list[int], tokens: list[int]) -> None:
+        itl = self._itl
+        prev = times[0]
+        for t, k in zip(times[1:], tokens[1:], strict=True):
+            gap = t - prev
+            prev = t
+            if k <= 1:
+                itl.append(gap)
+            else:
+                base = gap // k
+                itl.extend([base] * (k - 1))
+                itl.append(gap - base * (k - 1))
+
+    def finish(
+        self, scheduled_total: int, *, interrupted: bool = False, reason: str = ""
+    ) -> RunData:
+        c = {k: np.frombuffer(v, dtype=np.int64).copy() for k, v in self._cols.items()}
+        return RunData(
+            seq=c["seq"],
+            query_id=c["query_id"],
+            scheduled=c["scheduled"],
+            issued=c["issued"],
+            first=c["first"],
+            done=c["done"],
+            output_tokens=c["output_tokens"],
+            input_tokens=c["input_tokens"],
+            ok=c["ok"].astype(bool),
+            measured=c["measured"].astype(bool),
+            itl=self._itl,
+            errors=Counter(self.errors),
+            token_disagreements=self.token_disagreements,
+            scheduled_total=scheduled_total,
+            interrupted=interrupted,
+            interrupt_reason=reason,
+        )
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A run interpreted under its effective settings (LoadGen's ``PerformanceSummary``)."""
+
+    scenario: Scenario
+    # counts (samples unless said otherwise)
+    scheduled: int
+    issued: int
+    queries_issued: int
+    completed: int
+    failed: int
+    errors: dict[str, int]
+    measured: int
+    interrupted: bool
+    interrupt_reason: str
+    # LoadGen's run facts, ns from the start
+    sample_count: int
+    token_count: int
+    max_latency_ns: int
+    final_query_scheduled_ns: int
+    final_query_issued_ns: int
+    final_query_done_ns: int
+    # distributions, ns
+    latency: Distribution
+    ttft: Distribution
+    tpot: Distribution
+    itl: Distribution
+    query_latency: Distribution
+    send_lag: Distribution
+    # LoadGen's throughput figures
+    samples_per_second: float
+    tokens_per_second: float | None
+    scheduled_samples_per_second: float | None
+    # tokenmark's own figures
+    window_ns: int
+    input_tokens: int
+    output_tokens: int
+    requests_per_second: float
+    output_tokens_per_second: float
+    input_tokens_per_second: float
+    goodput_requests_per_second: float | None
+    goodput_fraction: float | None
+    token_disagreements: int
+    # raw sorted latency arrays the early-stopping rules need
+    sorted_latency: np.ndarray = field(repr=False, compare=False)
+    sorted_ttft: np.ndarray = field(repr=False, compare=False)
+    sorted_tpot: np.ndarray = field(repr=False, compare=False)
+    sorted_query_latency: np.ndarray = field(repr=False, compare=False)
+
+
+def _tpot(e2e: np.ndarray, ttft: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """LoadGen's per-sample TPOT: C++ integer division, counts <= 1 recorded as 0."""
+    n_adj = np.where(n <= 1, 0, n)
+    num = e2e - ttft
+    den = n_adj - 1
+    q = np.abs(num) // np.abs(den)
+    return np.asarray(np.where((num >= 0) == (den > 0), q, -q), dtype=np.int64)
+
+
+def summarize(data: RunData, eff: EffectiveSettings) -> Summary:
+    loadgen = eff.scenario.loadgen
+    meas = data.measured
+    okm = data.ok & meas
+    sched = data.scheduled[okm]
+    first = data.first[okm]
+    done = data.done[okm]
+    n_tok = data.output_tokens[okm]
+    e2e = done - sched
+    has_first = first >= 0
+    ttft = np.where(has_first, first - sched, e2e)
+    tpot = _tpot(e2e, ttft, n_tok)
+    n = int(e2e.shape[0])
+
+    issued_mask = data.issued >= 0
+    issued_meas = issued_mask & meas
+    queries_issued = int(np.unique(data.query_id[issued_meas]).shape[0]) if issued_meas.any() else 0
+
+    # The last-issued query: its scheduled/issued times and the completion of all its samples.
+    final_sched = final_issued = final_done = 0
+    if issued_meas.any():
+        iq = data.query_id[issued_meas]
+        last_q = int(iq.max())
+        qmask = (data.query_id == last_q) & meas
+        final_sched = int(data.scheduled[qmask].min())
+        final_issued = int(data.issued[qmask & issued_mask].min())
+        dq = data.done[qmask & data.ok]
+        final_done = int(dq.max()) if dq.size else 0
+
+    sorted_lat = np.sort(e2e)
+    sorted_ttft = np.sort(ttft)
+    sorted_tpot = np.sort(tpot)
+    latency = Distribution.from_sorted(sorted_lat, _pcts(eff))
+    ttft_d = Distribution.from_sorted(sorted_ttft, _pcts(eff))
+    tpot_d = Distribution.from_sorted(sorted_tpot, _pcts(eff))
+
+    q_sorted = np.empty(0, dtype=np.int64)
+    if loadgen is Scenario.MULTI_STREAM and n:
+        qids = data.query_id[okm]
+        order = np.argsort(qids, kind="stable")
+        qs, starts = np.unique(qids[order], return_index=True)
+        qlat = np.maximum.reduceat(done[order], starts) - np.minimum.reduceat(sched[order], starts)
+        q_sorted = np.sort(qlat.astype(np.int64))
+    query_d = Distribution.from_sorted(q_sorted, _pcts(eff))
+
+    lag = (data.issued - data.scheduled)[issued_meas]
+    send_lag = Distribution.of(lag)
+
+    token_count = int(np.where(n_tok <= 1, 0, n_tok).sum()) if eff.use_token_latencies else 0
+    max_latency = int(sorted_lat[-1]) if n else 0
+    sps, tps, scheduled_sps = _loadgen_throughput(
+        loadgen, n, token_count, max_latency, final_sched, final_issued, final_done, eff
+    )
+
+    out_tokens = int(n_tok.sum())
+    in_tokens = int(data.input_tokens[okm].sum())
+    window = int(done.max() - data.scheduled[meas].min()) if n else 0
+    per_s = 1e9 / window if window > 0 else 0.0
+    good_rps, good_frac = _goodput(eff.limits, e2e, ttft, tpot, int(meas.sum()), per_s)
+
+    return Summary(
+        scenario=eff.scenario,
+        scheduled=data.scheduled_total,
+        issued=int(issued_mask.sum()),
+        queries_issued=queries_issued,
+        completed=int(data.ok.sum()),
+        failed=int((~data.ok).sum()),
+        errors=dict(sorted(data.errors.items())),
+        measured=int(meas.sum()),
+        interrupted=data.interrupted,
+        interrupt_reason=data.interrupt_reason,
+        sample_count=n,
+        token_count=token_count,
+        max_latency_ns=max_latency,
+        final_query_scheduled_ns=final_sched,
+        final_query_issued_ns=final_issued,
+        final_query_done_ns=final_done,
+        latency=latency,
+        ttft=ttft_d,
+        tpot=tpot_d,
+        itl=data.itl.distribution(),
+        query_latency=query_d,
+        send_lag=send_lag,
+        samples_per_second=sps,
+        tokens_per_second=tps,
+        scheduled_samples_per_second=scheduled_sps,
+        window_ns=window,
+        input_tokens=in_tokens,
+        output_tokens=out_tokens,
+        requests_per_second=n * per_s,
+        output_tokens_per_second=out_tokens * per_s,
+        input_tokens_per_second=in_tokens * per_s,
+        goodput_requests_per_second=good_rps,
+        goodput_fraction=good_frac,
+        token_disagreements=data.token_disagreements,
+        sorted_latency=sorted_lat,
+        sorted_ttft=sorted_ttft,
+        sorted_tpot=sorted_tpot,
+        sorted_query_latency=q_sorted,
+    )
+
+
+def _pcts(eff: EffectiveSettings) -> tuple[float, ...]:
+    return tuple(dict.fromkeys((*LOADGEN_PERCENTILES, eff.target_latency_percentile)))
+
+
+def _loadgen_throughput(
+    loadgen: Scenario,
+    n: int,
+    tokens: int,
+    max_latency: int,
+    final_sched: int,
+    final_issued: int,
+    final_done: int,
+    eff: EffectiveSettings,
+) -> tuple[float, float | None, float | None]:
+    def per(count: float, ns: int) -> float:
+        return count / (ns / 1e9) if ns > 0 else 0.0
+
+    tps: float | None = None
+    scheduled: float | None = None
+    if loadgen is Scenario.OFFLINE:
+        sps = per(n, max_latency)
+        if eff.use_token_latencies:
+            tps = per(tokens, max_latency)
+    elif loadgen is Scenario.SERVER or not eff.scenario.is_mlperf:
+        sps = per(n - 1, final_done)
+        scheduled = per(n - 1, final_sched)
+        if eff.use_token_latencies:
+            tps = per(tokens, final_done)
+    else:  # SingleStream / MultiStream: QPS with LoadGen overhead
+        sps = per(n - 1, final_issued)
+        if eff.use_token_latencies:
+            tps = per(tokens, final_issued)
+    return sps, tps, scheduled
+
+
+def _goodput(
+    limits: LatencyLimits,
+    e2e: np.ndarray,
+    ttft: np.ndarray,
+    tpot: np.ndarray,
+    measured: int,
+    per_s: float,
+) -> tuple[float | None, float | None]:
+    if not limits.any or measured == 0:
+        return None, None
+    good = np.ones(e2e.shape[0], dtype=bool)
+    if limits.ttft_ns is not None:
+        good &= ttft <= limits.ttft_ns
+    if limits.tpot_ns is not None:
+        good &= tpot <= limits.tpot_ns
+    if limits.e2e_ns is not None:
+        good &= e2e <= limits.e2e_ns
+    g = int(good.sum())
+    return g * per_s, g / measured

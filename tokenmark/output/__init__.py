@@ -1,0 +1,1 @@
+"""Writers of the results folder: records, results.json, MLPerf log files."""

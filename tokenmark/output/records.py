@@ -1,0 +1,111 @@
+"""The records file: every request of a run, one JSON object per line, as it finishes.
+
+``records.jsonl`` is written in completion order and handed to the operating system at
+least every 50 ms (the runner's flush interval), so if tokenmark is killed or crashes the
+file holds every record finished more than that long ago; it is fsynced at the end.
+Each line is flat and typed the same way, so it loads straight into columns
+(``pandas.read_json(path, lines=True)``, ``pyarrow.json``).
+
+Fields (times are integer ns from the run's start):
+``seq, query, sample, phase, scheduled_ns, issued_ns, first_token_ns, done_ns,
+input_tokens, output_tokens, token_source, alt_output_tokens, error, error_detail,
+endpoint, chunk_gaps_ns`` (gaps between successive streamed chunks; its sum is
+``last chunk - first_token_ns``) and ``chunk_tokens`` (tokens per chunk, only when a
+chunk carried more than one; ``null`` means one each).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from tokenmark.records import ErrorClass, Phase, RequestRecord, TokenSource
+
+__all__ = ["RECORDS_FILE", "JsonlRecordSink", "read_records"]
+
+RECORDS_FILE = "records.jsonl"
+
+_dumps = json.dumps
+
+
+class JsonlRecordSink:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._f: IO[str] = open(path, "w", encoding="utf-8", buffering=1 << 20)  # noqa: SIM115
+        self._lines: list[str] = []
+        self.count = 0
+
+    def write(self, r: RequestRecord) -> None:
+        times = r.chunk_ns
+        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+        toks = r.chunk_tokens
+        tok_field = "null" if all(k == 1 for k in toks) else _dumps(toks)
+        err = "null" if r.error is None else f'"{r.error.value}"'
+        detail = _dumps(r.error_detail) if r.error_detail else '""'
+        endpoint = _dumps(r.endpoint) if r.endpoint else '""'
+        self._lines.append(
+            f'{{"seq":{r.seq},"query":{r.query_id},"sample":{r.sample_index},'
+            f'"phase":"{r.phase.value}","scheduled_ns":{r.scheduled_ns},'
+            f'"issued_ns":{r.issued_ns},"first_token_ns":{r.first_token_ns},'
+            f'"done_ns":{r.done_ns},"input_tokens":{r.input_tokens},'
+            f'"output_tokens":{r.output_tokens},"token_source":"{r.token_source.value}",'
+            f'"alt_output_tokens":{r.alt_output_tokens},"error":{err},'
+            f'"error_detail":{detail},"endpoint":{endpoint},'
+            f'"chunk_gaps_ns":{_dumps(gaps, separators=(",", ":"))},'
+            f'"chunk_tokens":{tok_field}}}\n'
+        )
+        self.count += 1
+
+    def flush(self) -> None:
+        if self._lines:
+            self._f.write("".join(self._lines))
+            self._lines.clear()
+        self._f.flush()
+
+    def close(self) -> None:
+        if self._f.closed:
+            return
+        self.flush()
+        os.fsync(self._f.fileno())
+        self._f.close()
+
+
+def read_records(path: Path) -> Iterator[RequestRecord]:
+    """Read a records file back. A torn last line (a crash mid-write) is skipped."""
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.endswith("\n"):
+                return
+            d = json.loads(line)
+            first = d["first_token_ns"]
+            gaps = d["chunk_gaps_ns"]
+            chunk_ns: list[int] = []
+            if first >= 0:
+                t = first
+                chunk_ns.append(t)
+                for g in gaps:
+                    t += g
+                    chunk_ns.append(t)
+            toks = d["chunk_tokens"] or [1] * len(chunk_ns)
+            yield RequestRecord(
+                seq=d["seq"],
+                query_id=d["query"],
+                sample_index=d["sample"],
+                scheduled_ns=d["scheduled_ns"],
+                issued_ns=d["issued_ns"],
+                first_token_ns=first,
+                done_ns=d["done_ns"],
+                input_tokens=d["input_tokens"],
+                output_tokens=d["output_tokens"],
+                token_source=TokenSource(d["token_source"]),
+                chunk_ns=chunk_ns,
+                chunk_tokens=list(toks),
+                error=None if d["error"] is None else ErrorClass(d["error"]),
+                error_detail=d["error_detail"],
+                phase=Phase(d["phase"]),
+                endpoint=d["endpoint"],
+                alt_output_tokens=d["alt_output_tokens"],
+            )

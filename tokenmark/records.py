@@ -1,0 +1,138 @@
+"""What a run produces: one :class:`RequestRecord` per request (per MLPerf *sample*).
+
+All times are integer nanoseconds relative to the run's origin ``t0`` (the moment the
+schedule starts; LoadGen's ``start``). A time that never happened is ``-1``.
+
+Latencies are measured from the *scheduled* time, as LoadGen does, so a client that
+sends late is charged for it; the send lag (``issued_ns - scheduled_ns``) is kept so the
+tokenmark verdict can tell a late client from a slow server.
+
+Streaming: ``chunk_ns[i]`` is when the i-th streamed chunk carrying output arrived and
+``chunk_tokens[i]`` how many output tokens it carried (usually 1). The first chunk is
+the first token; ITL is computed exactly from these two columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+__all__ = [
+    "ErrorClass",
+    "Phase",
+    "Query",
+    "RecordSink",
+    "RequestRecord",
+    "Sample",
+    "TokenSource",
+]
+
+
+class ErrorClass(StrEnum):
+    """Why a request failed. Each class is counted separately in every summary."""
+
+    HTTP_STATUS = "http_status"  # a non-2xx answer other than 429
+    RATE_LIMITED = "http_429"
+    CONNECT = "connect_error"  # connection refused or could not be made
+    RESET = "connection_reset"  # reset before a response arrived
+    RESET_MID_STREAM = "reset_mid_stream"
+    MALFORMED = "malformed_stream"
+    TRUNCATED = "truncated_stream"  # the stream ended without its terminator
+    TIMEOUT_CONNECT = "timeout_connect"
+    TIMEOUT_FIRST_TOKEN = "timeout_first_token"
+    TIMEOUT_REQUEST = "timeout_request"
+    SUT_ERROR = "sut_error"  # an in-process system under test raised or reported failure
+    UNANSWERED = "unanswered"  # never completed: the run ended (Ctrl-C, crash, lost worker)
+    NOT_SENT = "not_sent"  # scheduled but never sent because the run stopped first
+
+
+class TokenSource(StrEnum):
+    """Where an output token count came from."""
+
+    USAGE = "usage"  # the server's ``usage`` block
+    TOKENIZER = "tokenizer"  # a client-side tokenizer over the returned text
+    SUT = "sut"  # reported by an in-process system under test
+    CHUNKS = "chunks"  # counted streamed chunks (one token each): a fallback
+    NONE = "none"  # no count: the request failed before any output
+
+
+class Phase(StrEnum):
+    WARMUP = "warmup"
+    MEASURE = "measure"
+    COOLDOWN = "cooldown"
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One dataset entry as the load generator sees it.
+
+    ``prompt`` is the text sent to text-based systems; ``token_ids`` the same prompt as
+    tokens when the dataset was made from a tokenizer. ``output_tokens`` is the output
+    length the sample asks for (``max_tokens``); in-process models use it as the exact
+    length to generate.
+    """
+
+    index: int
+    prompt: str
+    input_tokens: int
+    output_tokens: int
+    token_ids: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """What a system under test is asked to do: one sample, at one scheduled time.
+
+    ``seq`` is the sample sequence number (LoadGen's ``sample_seq``), unique within a
+    run; ``query_id`` groups the samples LoadGen would issue as one query (MultiStream
+    issues 8, Offline issues one query of all samples).
+    """
+
+    seq: int
+    query_id: int
+    sample: Sample
+    scheduled_ns: int
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    seq: int
+    query_id: int
+    sample_index: int
+    scheduled_ns: int
+    issued_ns: int = -1
+    first_token_ns: int = -1
+    done_ns: int = -1
+    input_tokens: int = 0
+    output_tokens: int = 0
+    token_source: TokenSource = TokenSource.NONE
+    chunk_ns: list[int] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
+    error: ErrorClass | None = None
+    error_detail: str = ""
+    phase: Phase = Phase.MEASURE
+    endpoint: str = ""
+    #: Output token count a second source gave, when two were available (e.g. the
+    #: server's usage and the client tokenizer); -1 when only one source exists.
+    alt_output_tokens: int = -1
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.done_ns >= 0
+
+    @property
+    def send_lag_ns(self) -> int:
+        return self.issued_ns - self.scheduled_ns if self.issued_ns >= 0 else -1
+
+
+class RecordSink(Protocol):
+    """Receives every finished record, in completion order."""
+
+    def write(self, record: RequestRecord) -> None: ...
+
+    def flush(self) -> None:
+        """Make everything written so far durable against a crash of this process."""
+        ...
+
+    def close(self) -> None: ...

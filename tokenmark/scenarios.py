@@ -1,0 +1,287 @@
+"""Schedules: every query's sample and send time, decided before anything is sent.
+
+MLPerf scenarios are generated exactly as LoadGen generates them (loadable set from the
+QSL seed, sample order from the sample-index seed, Poisson arrivals from the schedule
+seed; :mod:`tokenmark.lgrandom`). tokenmark's own patterns (constant, poisson, gamma,
+closed loop, timed traces) draw from documented streams of their own
+(:func:`tokenmark.settings.derive_seed`), in whole shuffles of the dataset as LoadGen's
+equal-issue mode does.
+
+Two kinds of schedule exist:
+
+- **timed** (Server, Interactive, Offline, constant, poisson, gamma, trace): each sample
+  has an absolute offset from the run's start; the runner sends at that time (or as soon
+  after as a concurrency cap allows);
+- **closed** (SingleStream, MultiStream, closed loop): ``streams`` independent streams,
+  each sending its next query when its previous one completes, until the stop rule holds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import numpy as np
+
+from tokenmark import lgrandom
+from tokenmark.errors import ConfigError
+from tokenmark.settings import EffectiveSettings, Mode, Scenario, derive_seed
+
+__all__ = ["PermutationStream", "Schedule", "ScheduleKind", "build_schedule", "timed_trace"]
+
+
+class ScheduleKind(StrEnum):
+    TIMED = "timed"
+    CLOSED = "closed"
+
+
+class PermutationStream:
+    """An endless sample order made of whole shuffles of ``range(n)``.
+
+    Block *b* is ``default_rng(derive_seed(seed, f"{name}/{b}")).permutation(n)``, so
+    position *i* is reproducible without generating the ones before it.
+    """
+
+    def __init__(self, n: int, seed: int, name: str) -> None:
+        self._n = n
+        self._seed = seed
+        self._name = name
+        self._block = -1
+        self._perm: np.ndarray = np.empty(0, dtype=np.int64)
+
+    def __getitem__(self, i: int) -> int:
+        b, r = divmod(i, self._n)
+        if b != self._block:
+            rng = np.random.default_rng(derive_seed(self._seed, f"{self._name}/{b}"))
+            self._perm = rng.permutation(self._n).astype(np.int64)
+            self._block = b
+        return int(self._perm[r])
+
+    def take(self, count: int) -> np.ndarray:
+        return np.fromiter((self[i] for i in range(count)), dtype=np.int64, count=count)
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """The precomputed plan of a run.
+
+    For timed schedules ``sample_index[i]``, ``query_id[i]`` and ``scheduled_ns[i]`` give
+    the i-th sample to send. For closed schedules the same arrays give the order of
+    samples (grouped into queries of ``samples_per_query``); ``scheduled_ns`` there holds
+    the timestamps LoadGen generated (it ignores them when issuing), and ``endless`` says
+    the order continues past the arrays (own closed loops, via ``order``).
+    """
+
+    kind: ScheduleKind
+    scenario: Scenario
+    sample_index: np.ndarray
+    query_id: np.ndarray
+    scheduled_ns: np.ndarray
+    samples_per_query: int = 1
+    streams: int = 1
+    # closed-loop stop rule (LoadGen's "ending naturally")
+    min_queries: int = 0
+    min_duration_ns: int = 0
+    max_queries: int = 0
+    max_duration_ns: int = 0
+    # facts LoadGen logs
+    loaded_set: tuple[int, ...] = ()
+    generated_query_count: int = 0
+    generated_query_duration_ns: int = 0
+    # phases of tokenmark's own patterns, as offsets from the start
+    warmup_end_ns: int = 0
+    cooldown_start_ns: int = -1  # -1: no cool-down window
+    order: PermutationStream | None = field(default=None, compare=False)
+
+    def __len__(self) -> int:
+        return int(self.sample_index.shape[0])
+
+    @property
+    def query_count(self) -> int:
+        return int(self.query_id[-1]) + 1 if len(self) else 0
+
+    @property
+    def endless(self) -> bool:
+        return self.order is not None
+
+    def closed_sample(self, i: int) -> int:
+        """The dataset index of the i-th sample sent by a closed schedule."""
+        if i < len(self):
+            return int(self.sample_index[i])
+        if self.order is None:
+            raise IndexError(i)
+        return self.order[i]
+
+
+def build_schedule(eff: EffectiveSettings, dataset_size: int) -> Schedule:
+    """The schedule for ``eff`` over a dataset of ``dataset_size`` samples."""
+    s = eff.scenario
+    if s.is_mlperf:
+        return _mlperf_schedule(eff, dataset_size)
+    if s is Scenario.CLOSED_LOOP:
+        return _closed_loop(eff)
+    if s is Scenario.TRACE:
+        raise ConfigError("a trace schedule needs a trace file (--trace FILE)")
+    return _own_timed(eff)
+
+
+def _mlperf_schedule(eff: EffectiveSettings, dataset_size: int) -> Schedule:
+    loadgen = eff.scenario.loadgen
+    spq = eff.samples_per_query
+    count = eff.total_sample_count if eff.mode is Mode.ACCURACY else eff.performance_sample_count
+    count = min(count, dataset_size)
+    padding = spq - 1 if loadgen is Scenario.MULTI_STREAM else 0
+    sets = lgrandom.loadable_sets(count, eff.performance_sample_count, eff.seeds.qsl, padding)
+    loaded = sets[0]
+    gen = lgrandom.generate_queries(eff, loaded, min(eff.performance_sample_count, count))
+    sizes = np.asarray(gen.query_sizes, dtype=np.int64)
+    query_id = np.repeat(np.arange(sizes.shape[0], dtype=np.int64), sizes)
+    sched_q = np.asarray(gen.scheduled_ns, dtype=np.int64)
+    duration = int(gen.generated_query_duration_ns)
+    if loadgen is Scenario.OFFLINE:
+        scheduled = np.zeros(query_id.shape[0], dtype=np.int64)
+    else:
+        scheduled = sched_q[query_id]
+    common = dict(
+        scenario=eff.scenario,
+        sample_index=np.asarray(gen.sample_index, dtype=np.int64),
+        query_id=query_id,
+        scheduled_ns=scheduled,
+        samples_per_query=gen.samples_per_query,
+        loaded_set=tuple(loaded),
+        generated_query_count=int(sizes.shape[0]),
+        generated_query_duration_ns=duration,
+        max_queries=eff.max_query_count,
+        max_duration_ns=eff.max_duration_ns,
+    )
+    if loadgen in (Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM):
+        stop_queries = eff.min_query_count
+        stop_duration = eff.target_duration_ns
+        if eff.mode is Mode.ACCURACY:
+            stop_queries, stop_duration = int(sizes.shape[0]), 0
+        return Schedule(
+            kind=ScheduleKind.CLOSED,
+            streams=1,
+            min_queries=stop_queries,
+            min_duration_ns=stop_duration,
+            **common,  # type: ignore[arg-type]
+        )
+    return Schedule(kind=ScheduleKind.TIMED, **common)  # type: ignore[arg-type]
+
+
+def _own_timed(eff: EffectiveSettings) -> Schedule:
+    s = eff.scenario
+    qps = eff.target_qps
+    duration = eff.min_duration_ns
+    # Enough queries to cover the duration and the minimum count; the draw below
+    # stops at the first offset >= duration once the count is met (as LoadGen's Server).
+    n_hint = max(eff.min_query_count, math.ceil(duration * qps / 1e9) + 1)
+    rng = np.random.default_rng(derive_seed(eff.seeds.schedule, f"schedule/{s.value}"))
+    offsets = _arrivals(
+        s, qps, eff.requested.burstiness, rng, n_hint, duration, eff.min_query_count
+    )
+    n = offsets.shape[0]
+    order = PermutationStream(
+        eff.performance_sample_count, eff.seeds.sample_index, f"order/{s.value}"
+    )
+    last = int(offsets[-1]) if n else 0
+    cooldown = last - eff.cooldown_ns if eff.cooldown_ns else -1
+    return Schedule(
+        kind=ScheduleKind.TIMED,
+        scenario=s,
+        sample_index=order.take(n),
+        query_id=np.arange(n, dtype=np.int64),
+        scheduled_ns=offsets,
+        generated_query_count=n,
+        generated_query_duration_ns=last,
+        max_queries=eff.max_query_count,
+        max_duration_ns=eff.max_duration_ns,
+        warmup_end_ns=eff.warmup_ns,
+        cooldown_start_ns=cooldown,
+    )
+
+
+def _arrivals(
+    s: Scenario,
+    qps: float,
+    burstiness: float,
+    rng: np.random.Generator,
+    n_hint: int,
+    duration_ns: int,
+    min_count: int,
+) -> np.ndarray:
+    """Offsets (ns) of arrivals until one lands at or after ``duration_ns`` and at least
+    ``min_count`` exist. The first arrival is at 0, as in LoadGen."""
+    chunks: list[np.ndarray] = []
+    next_t = 0.0  # float ns of the next arrival (random patterns)
+    total = 0
+    while True:
+        k = max(n_hint - total, 1024)
+        idx = np.arange(total, total + k, dtype=np.int64)
+        if s is Scenario.CONSTANT:
+            offs = np.floor(idx * (1e9 / qps))
+        else:
+            if s is Scenario.POISSON:
+                gaps = rng.exponential(1e9 / qps, size=k)
+            else:  # gamma: shape = burstiness, mean 1/qps, CV = 1/sqrt(shape)
+                gaps = rng.gamma(burstiness, 1e9 / (qps * burstiness), size=k)
+            cum = next_t + np.concatenate(([0.0], np.cumsum(gaps[:-1])))
+            next_t = float(cum[-1] + gaps[-1])
+            offs = np.floor(cum)
+        offs_i = offs.astype(np.int64)
+        # LoadGen's rule: stop after the first query at or past the duration, once the
+        # minimum count is reached.
+        done = np.nonzero((offs_i >= duration_ns) & (idx + 1 >= min_count))[0]
+        if done.size:
+            chunks.append(offs_i[: done[0] + 1])
+            break
+        chunks.append(offs_i)
+        total += k
+    return np.concatenate(chunks)
+
+
+def _closed_loop(eff: EffectiveSettings) -> Schedule:
+    order = PermutationStream(
+        eff.performance_sample_count, eff.seeds.sample_index, "order/closed"
+    )
+    empty = np.empty(0, dtype=np.int64)
+    return Schedule(
+        kind=ScheduleKind.CLOSED,
+        scenario=eff.scenario,
+        sample_index=empty,
+        query_id=empty,
+        scheduled_ns=empty,
+        streams=eff.concurrency,
+        min_queries=eff.min_query_count,
+        min_duration_ns=eff.min_duration_ns,
+        max_queries=eff.max_query_count,
+        max_duration_ns=eff.max_duration_ns,
+        warmup_end_ns=eff.warmup_ns,
+        order=order,
+    )
+
+
+def timed_trace(
+    eff: EffectiveSettings, offsets_ns: np.ndarray, sample_index: np.ndarray
+) -> Schedule:
+    """A timed schedule whose offsets come from a trace (already scaled by any speed-up)."""
+    offsets = np.asarray(offsets_ns, dtype=np.int64)
+    if offsets.size == 0:
+        raise ConfigError("the trace has no requests; give a trace with at least one line")
+    if np.any(np.diff(offsets) < 0):
+        raise ConfigError("trace timestamps must not go backwards; sort the trace by time")
+    offsets = offsets - offsets[0]
+    n = offsets.shape[0]
+    last = int(offsets[-1])
+    return Schedule(
+        kind=ScheduleKind.TIMED,
+        scenario=Scenario.TRACE,
+        sample_index=np.asarray(sample_index, dtype=np.int64),
+        query_id=np.arange(n, dtype=np.int64),
+        scheduled_ns=offsets,
+        generated_query_count=n,
+        generated_query_duration_ns=last,
+        warmup_end_ns=eff.warmup_ns,
+        cooldown_start_ns=last - eff.cooldown_ns if eff.cooldown_ns else -1,
+    )

@@ -1,0 +1,83 @@
+"""The system-under-test contract: as small as LoadGen's.
+
+A system under test (SUT) receives one :class:`~tokenmark.records.Query` at a time
+through :meth:`SystemUnderTest.issue`, which must return at once (start the work, do not
+wait for it). It answers through the :class:`ResponseHandle` it was given: ``token`` for
+each streamed chunk of output, then exactly one of ``complete`` or ``fail``. The handle
+takes the timestamps (from the run's clock) unless the SUT passes its own, which
+in-process models with known timing do.
+
+HTTP clients, in-process engines, the emulated server's client and the simulator all sit
+behind this contract; the load generator never learns what a model, a token or a
+network is beyond these calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from tokenmark.records import ErrorClass, Query, TokenSource
+
+__all__ = ["ResponseHandle", "SystemUnderTest"]
+
+
+class ResponseHandle(Protocol):
+    """How a SUT reports one request. All methods must be called on the event loop."""
+
+    def sent(self, t_ns: int | None = None) -> None:
+        """Optional: the moment the request actually left (default: just before issue)."""
+        ...
+
+    def token(self, n: int = 1, t_ns: int | None = None) -> None:
+        """``n`` output tokens arrived in one chunk. The first call is the first token."""
+        ...
+
+    def complete(
+        self,
+        output_tokens: int | None = None,
+        source: TokenSource = TokenSource.SUT,
+        *,
+        t_ns: int | None = None,
+        input_tokens: int | None = None,
+        alt_output_tokens: int = -1,
+        token_ids: Sequence[int] | None = None,
+        text: str | None = None,
+        endpoint: str = "",
+    ) -> None:
+        """The request finished. ``output_tokens=None`` counts the streamed tokens."""
+        ...
+
+    def fail(
+        self,
+        error: ErrorClass,
+        detail: str = "",
+        *,
+        t_ns: int | None = None,
+        endpoint: str = "",
+    ) -> None:
+        """The request failed; whatever streamed before is kept in the record."""
+        ...
+
+
+class SystemUnderTest(Protocol):
+    @property
+    def name(self) -> str:
+        """Shown in logs (LoadGen's ``SUT name``)."""
+        ...
+
+    def describe(self) -> dict[str, str]:
+        """Labels that say what was measured (e.g. the emulated profile)."""
+        ...
+
+    async def start(self) -> None: ...
+
+    def issue(self, query: Query, handle: ResponseHandle) -> None:
+        """Start serving ``query``; return immediately."""
+        ...
+
+    async def flush(self) -> None:
+        """No more queries will come (LoadGen's ``FlushQueries``)."""
+        ...
+
+    async def stop(self) -> None: ...
