@@ -156,6 +156,9 @@ def run(
             "send_lag_limit_ms": send_lag_limit_ms,
             "error_rate_limit": error_rate_limit,
         }
+        if dataset_size is not None:
+            overrides["performance_sample_count"] = dataset_size
+            overrides["total_sample_count"] = dataset_size
         if qps is not None:
             key = "offline_expected_qps" if sc is Scenario.OFFLINE else "target_qps"
             overrides[key] = qps

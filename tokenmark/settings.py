@@ -238,12 +238,14 @@ def effective(requested: TestSettings, dataset_size: int) -> EffectiveSettings:
     r = requested
     s = r.scenario
     _check_requested(r, dataset_size)
-    total = r.total_sample_count or dataset_size
+    # The dataset is the QSL: its size is the total sample count LoadGen would be told.
+    total = dataset_size
     perf_count = r.performance_sample_count or dataset_size
     if perf_count > total:
         raise ConfigError(
             f"performance_sample_count {perf_count} exceeds the dataset's {total} samples; "
-            "lower it or use a larger dataset"
+            "use a dataset of at least that many samples, or lower it (e.g. --dataset-size "
+            "sets both)"
         )
 
     samples_per_query = 1

@@ -42,6 +42,9 @@ __all__ = [
 #: The demo profile: short, clearly labelled, still judged by LoadGen's rules.
 DEMO_PROFILE: dict[str, Any] = {
     "min_duration_ms": 20_000,
+    "target_qps": 30.0,
+    "offline_expected_qps": 30.0,
+    "min_query_count": 256,
     "performance_sample_count": 256,
     "total_sample_count": 256,
     "profile": "demo",
@@ -317,6 +320,8 @@ def _own_pattern_base(round_name: str, benchmark: str, scenario: Scenario) -> Te
         scenario=scenario,
         limits=LatencyLimits(),
         min_query_count=1,
+        performance_sample_count=0,
+        total_sample_count=0,
         sample_concatenate_permutation=False,
         target_latency_percentile=0.99,
     )
