@@ -29,7 +29,7 @@ from tokenmark.api import (
     default_dataset,
     run_benchmark,
 )
-from tokenmark.config.layering import build_settings, read_toml
+from tokenmark.config.layering import build_settings, default_scenario, read_toml
 from tokenmark.config.presets import load_round, rounds
 from tokenmark.errors import BadInputError
 from tokenmark.loadgen.runner import RunnerStats
@@ -49,7 +49,7 @@ err = Console(stderr=True)
 
 
 def _bad_input(e: BadInputError) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {e}", highlight=False)
+    err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
     return typer.Exit(EXIT_BAD_INPUT)
 
 
@@ -138,6 +138,8 @@ def run(
         bench = benchmark or runt.get("benchmark") or "llama3.1-8b"
         sc_text = scenario or runt.get("scenario") or ""
         sc = Scenario.parse(sc_text) if sc_text else None
+        if sc is None:
+            sc = default_scenario(round_name, bench)
         prof = profile or runt.get("profile") or ""
         overrides: dict[str, Any] = {
             "min_duration_ms": None if min_duration is None else int(min_duration * 1000),

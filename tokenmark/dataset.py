@@ -8,6 +8,7 @@ file formats live in their own modules.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections import OrderedDict
@@ -182,23 +183,25 @@ class SyntheticDataset:
     def output_token_counts(self) -> np.ndarray:
         return self._out
 
+    def _make_prompt(self, index: int, n_in: int) -> tuple[str, tuple[int, ...]]:
+        rng = np.random.default_rng(derive_seed(self._seed, f"synthetic/prompt/{index}"))
+        words = self._tok.word_ids()
+        ids = rng.integers(words.start, words.stop, size=n_in)
+        token_ids = tuple(int(i) for i in ids)
+        return self._tok.decode(token_ids), token_ids
+
     def sample(self, index: int) -> Sample:
         cached = self._cache.get(index)
         if cached is not None:
             self._cache.move_to_end(index)
             return cached
         n_in = int(self._in[index])
-        rng = np.random.default_rng(derive_seed(self._seed, f"synthetic/prompt/{index}"))
-        words = self._tok.word_ids()
-        ids = rng.integers(words.start, words.stop, size=n_in)
-        token_ids = tuple(int(i) for i in ids)
-        prompt = self._tok.decode(token_ids)
         s = Sample(
             index=index,
-            prompt=prompt,
+            prompt=None,
             input_tokens=n_in,
             output_tokens=int(self._out[index]),
-            token_ids=token_ids,
+            make=functools.partial(self._make_prompt, index, n_in),
         )
         self._cache[index] = s
         if len(self._cache) > _CACHE_SAMPLES:

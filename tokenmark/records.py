@@ -14,6 +14,7 @@ the first token; ITL is computed exactly from these two columns.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
@@ -63,21 +64,59 @@ class Phase(StrEnum):
     COOLDOWN = "cooldown"
 
 
-@dataclass(frozen=True, slots=True)
+PromptMaker = Callable[[], tuple[str, tuple[int, ...] | None]]
+
+
 class Sample:
-    """One dataset entry as the load generator sees it.
+    """One dataset entry as the load generator sees it (immutable).
 
     ``prompt`` is the text sent to text-based systems; ``token_ids`` the same prompt as
     tokens when the dataset was made from a tokenizer. ``output_tokens`` is the output
     length the sample asks for (``max_tokens``); in-process models use it as the exact
-    length to generate.
+    length to generate. A dataset may give a ``make`` function instead of the text, so a
+    prompt is only built when a system under test reads it (in-process models never do).
     """
 
-    index: int
-    prompt: str
-    input_tokens: int
-    output_tokens: int
-    token_ids: tuple[int, ...] | None = None
+    __slots__ = ("_ids", "_make", "_prompt", "index", "input_tokens", "output_tokens")
+
+    def __init__(
+        self,
+        index: int,
+        prompt: str | None,
+        input_tokens: int,
+        output_tokens: int,
+        token_ids: tuple[int, ...] | None = None,
+        *,
+        make: PromptMaker | None = None,
+    ) -> None:
+        if prompt is None and make is None:
+            raise ValueError("a Sample needs a prompt or a function that makes it")
+        self.index = index
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self._prompt = prompt
+        self._ids = token_ids
+        self._make = make
+
+    def _build(self) -> None:
+        if self._prompt is None and self._make is not None:
+            self._prompt, self._ids = self._make()
+            self._make = None
+
+    @property
+    def prompt(self) -> str:
+        self._build()
+        assert self._prompt is not None
+        return self._prompt
+
+    @property
+    def token_ids(self) -> tuple[int, ...] | None:
+        self._build()
+        return self._ids
+
+    def __repr__(self) -> str:
+        return (f"Sample(index={self.index}, input_tokens={self.input_tokens}, "
+                f"output_tokens={self.output_tokens})")
 
 
 @dataclass(frozen=True, slots=True)

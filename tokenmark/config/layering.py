@@ -35,6 +35,7 @@ __all__ = [
     "Layer",
     "LayeredSettings",
     "build_settings",
+    "default_scenario",
     "read_toml",
     "read_user_conf",
 ]
@@ -320,11 +321,21 @@ def _own_pattern_base(round_name: str, benchmark: str, scenario: Scenario) -> Te
         scenario=scenario,
         limits=LatencyLimits(),
         min_query_count=1,
+        min_duration_ms=60_000,
         performance_sample_count=0,
         total_sample_count=0,
         sample_concatenate_permutation=False,
         target_latency_percentile=0.99,
     )
+
+
+def default_scenario(round_name: str, benchmark: str) -> Scenario | None:
+    """The scenario a run takes when none is given: the one a name implies (Interactive
+    aliases), else Server where the benchmark has it; None means the user must choose."""
+    preset, implied = resolve(round_name, benchmark)
+    if implied is not None:
+        return implied
+    return Scenario.SERVER if Scenario.SERVER in preset.scenarios else None
 
 
 def build_settings(

@@ -1,0 +1,5 @@
+"""``python -m tokenmark`` is the ``tokenmark`` command."""
+
+from tokenmark.cli import main
+
+main()
