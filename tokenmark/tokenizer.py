@@ -62,15 +62,15 @@ class BuiltinTokenizer:
 
     @cached_property
     def words(self) -> tuple[str, ...]:
-        out: list[str] = []
+        out: dict[str, None] = {}  # insertion-ordered set: first occurrence wins
         syll = [o + v + c for o in _ONSETS for v in _VOWELS for c in _CODAS]
         for a in syll:
-            out.append(a)
+            out.setdefault(a)
             if len(out) == self._size:
                 return tuple(out)
         for a in syll:
             for b in syll:
-                out.append(a + b)
+                out.setdefault(a + b)
                 if len(out) == self._size:
                     return tuple(out)
         raise ValueError("vocabulary too large for the built-in syllable set")

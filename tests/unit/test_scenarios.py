@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tokenmark.errors import ConfigError
 from tokenmark.scenarios import ScheduleKind, build_schedule, timed_trace
@@ -122,3 +124,24 @@ def test_trace_offsets_and_errors():
     assert s.scheduled_ns.tolist() == [0, 2, 2, 15]
     with pytest.raises(ConfigError, match="backwards"):
         timed_trace(eff, np.array([5, 3]), np.array([0, 1]))
+
+
+@given(qps=st.floats(0.5, 500), duration_ms=st.integers(10, 20_000),
+       min_count=st.integers(1, 300), kind=st.sampled_from(
+           [Scenario.POISSON, Scenario.CONSTANT, Scenario.GAMMA]))
+@settings(max_examples=60, deadline=None)
+def test_stop_rule_counts_and_determinism(qps, duration_ms, min_count, kind):
+    if duration_ms < 1000 / qps:
+        duration_ms = int(1000 / qps) + 1
+    eff = effective(own(kind, target_qps=qps, min_duration_ms=duration_ms,
+                        min_query_count=min_count), 10)
+    s = build_schedule(eff, 10)
+    t = s.scheduled_ns
+    assert t[0] == 0 and np.all(np.diff(t) >= 0)
+    assert len(s) >= min_count
+    # stops at the first query at or past the duration once the minimum count is met
+    assert t[-1] >= duration_ms * 1_000_000 or len(s) == min_count
+    if len(s) > min_count:
+        assert t[-2] < duration_ms * 1_000_000
+    again = build_schedule(eff, 10)
+    assert np.array_equal(again.scheduled_ns, t)
