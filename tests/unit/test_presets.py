@@ -30,6 +30,7 @@ from types import MappingProxyType
 
 import pytest
 
+from tests.paths import MODELS_CSV, SAMPLES
 from tokenmark.config import presets
 from tokenmark.config.presets import (
     AccuracyTarget,
@@ -47,9 +48,7 @@ from tokenmark.errors import ConfigError
 from tokenmark.settings import LatencyLimits, Scenario, Seeds, effective
 
 SHARED = Path(__file__).resolve().parents[3] / "shared"
-SAMPLES = SHARED / "data" / "mlperf" / "samples"
 DIGEST = SHARED / "mlperf" / "digest.md"
-MODELS_CSV = SHARED / "data" / "models.csv"
 PRESET_DIR = Path(presets.__file__).resolve().parent / "presets"
 
 OFF, SRV, INT, SS, MS = (
