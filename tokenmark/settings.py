@@ -273,9 +273,11 @@ def effective(requested: TestSettings, dataset_size: int) -> EffectiveSettings:
         target_duration_ns = 0
 
     if r.sample_concatenate_permutation and loadgen is Scenario.SINGLE_STREAM:
+        # LoadGen pads by the QSL's own performance count (not the override); tokenmark's
+        # QSL reports its whole dataset as loadable, as the MLPerf LLM harnesses do.
         expected = int(2.0 * (target_duration_ns / 1e9) * target_qps)
         min_query_count = max(min_query_count, expected)
-        min_query_count += perf_count - (min_query_count % perf_count)
+        min_query_count += dataset_size - (min_query_count % dataset_size)
 
     return EffectiveSettings(
         requested=r,

@@ -76,7 +76,7 @@ CASES = {
     "offline-vision-remainder": Case(VISION, Scenario.OFFLINE, min_query_count=120),
     "offline-llm-unique": Case(LLM, Scenario.OFFLINE, seeds=SEEDS_B, issue_unique=True),
     "offline-vision-same": Case(VISION, Scenario.OFFLINE, issue_same=True),
-    "singlestream-llm": Case(LLM, Scenario.SINGLE_STREAM, rate=1000.0),
+    "singlestream-llm": Case(LLM, Scenario.SINGLE_STREAM, rate=1000.0, total=50),
     "singlestream-vision": Case(VISION, Scenario.SINGLE_STREAM, seeds=SEEDS_C, rate=500.0),
     "multistream-vision": Case(VISION, Scenario.MULTI_STREAM, rate=250.0),
     "multistream-llm": Case(LLM, Scenario.MULTI_STREAM, seeds=SEEDS_B, rate=250.0),
