@@ -1,0 +1,1 @@
+"""Packaged reference data: accelerators.csv and models.csv (sources in each row)."""
