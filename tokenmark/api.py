@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from tokenmark.dataset import Dataset, LengthDistribution, SyntheticDataset
 from tokenmark.errors import ConfigError
 from tokenmark.loadgen.runner import Runner, RunnerStats, RunOutcome
 from tokenmark.metrics.summary import Accumulator, Summary, summarize
+from tokenmark.mllog import RunFacts
+from tokenmark.output.mlperf import write_mlperf_logs
 from tokenmark.output.records import RECORDS_FILE, JsonlRecordSink
 from tokenmark.output.results import (
     RESULTS_FILE,
@@ -37,7 +40,7 @@ from tokenmark.output.results import (
 )
 from tokenmark.rules import ClientStats, Verdicts, evaluate
 from tokenmark.scenarios import Schedule, build_schedule
-from tokenmark.settings import EffectiveSettings, effective
+from tokenmark.settings import EffectiveSettings, Scenario, effective
 from tokenmark.sut import SystemUnderTest
 
 __all__ = [
@@ -135,6 +138,10 @@ def run_benchmark(
         outcome, summary, verdicts, anchor = asyncio.run(coro)
     doc = _document(layered, eff, dataset, system, summary, verdicts, outcome, started,
                     anchor, virtual_time)
+    if eff.is_mlperf:
+        facts = _run_facts(layered, dataset, system, summary, outcome, started, anchor)
+        logs = write_mlperf_logs(output_dir, eff, summary, verdicts, schedule, facts)
+        doc["files"]["mlperf_logs"] = [p.name for p in logs]
     write_json_atomic(output_dir / RESULTS_FILE, doc)
     if outcome.interrupted and "Ctrl-C" in outcome.interrupt_reason:
         code = EXIT_INTERRUPTED
@@ -193,6 +200,37 @@ async def _run_async(
     verdicts = evaluate(summary, eff, client)
     data.itl.close()
     return outcome, summary, verdicts, anchor
+
+
+def _run_facts(
+    layered: LayeredSettings,
+    dataset: Dataset,
+    system: SystemUnderTest,
+    summary: Summary,
+    outcome: RunOutcome,
+    started: dt.datetime,
+    anchor: tuple[int, int],
+) -> RunFacts:
+    server = layered.preset.scenarios.get(Scenario.SERVER)
+    limits = None
+    if server is not None and server.limits.ttft_ns is not None and server.limits.tpot_ns:
+        limits = (server.limits.ttft_ns, server.limits.tpot_ns)
+    errors = (
+        ("n_tokens argument missing or attempted to record 0 as number of tokens",)
+        * summary.zero_token_samples
+        + ("Number of tokens need to be greater than 1",) * summary.one_token_samples
+    )
+    return RunFacts(
+        sut_name=system.name,
+        qsl_name=dataset.name,
+        start_wall_ns=anchor[1],
+        active_duration_ns=outcome.end_ns,
+        test_datetime=started,
+        ran_out_of_generated_queries=outcome.ran_out_of_queries,
+        errors=errors,
+        server_token_limits_ns=limits,
+        pid=os.getpid(),
+    )
 
 
 def _install_sigint(loop: asyncio.AbstractEventLoop, runner: Runner) -> bool:

@@ -205,7 +205,12 @@ def stream_early_stopping(
         )
         return EarlyStoppingResult(False, text, h_min + 1)
     t = _largest_t(find, queries_issued, percentile)
-    estimate = int(sorted_latencies_ns[queries_issued - t])
+    n = len(sorted_latencies_ns)
+    if n == 0:
+        return EarlyStoppingResult(False, " * No latencies recorded.", h_min + 1)
+    # LoadGen always has one latency per query; with failed samples there are fewer, and
+    # the estimate is taken from what exists (the run is INVALID for the failures anyway).
+    estimate = int(sorted_latencies_ns[min(queries_issued - t, n - 1)])
     text = (
         f" * Processed at least {h_min + 1} queries ({queries_issued}).\n"
         f" * Would discard {t - 1} highest latency queries.\n"
@@ -223,6 +228,6 @@ def stream_early_stopping(
             )
         else:
             t99 = _largest_t(find, queries_issued, ms_p)
-            estimate_p99 = int(sorted_latencies_ns[queries_issued - t99])
+            estimate_p99 = int(sorted_latencies_ns[min(queries_issued - t99, n - 1)])
             text += f"\n * Early stopping {_pct_text(ms_p)}th percentile estimate: {estimate_p99}"
     return EarlyStoppingResult(True, text, h_min + 1, estimate, estimate_p99)

@@ -250,11 +250,14 @@ def _early_stopping(
     else:
         single = lg is Scenario.SINGLE_STREAM
         if eff.use_token_latencies:
-            lat_tpot = s.sorted_tpot
+            # SingleStream estimates over the per-sample TPOT and TTFT arrays; MultiStream
+            # reads query latencies in both evaluations (LoadGen passes them unchanged).
+            lat_tpot = s.sorted_tpot if single else s.sorted_query_latency
+            lat_ttft = s.sorted_ttft if single else s.sorted_query_latency
             es["tpot"] = stream_early_stopping(lat_tpot, q, p, single_stream=single)
             passed = es["tpot"].passed
             if passed:
-                es["ttft"] = stream_early_stopping(s.sorted_ttft, q, p, single_stream=single)
+                es["ttft"] = stream_early_stopping(lat_ttft, q, p, single_stream=single)
                 passed = es["ttft"].passed
             else:
                 es["ttft"] = EarlyStoppingResult(False, "", 0)

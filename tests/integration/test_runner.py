@@ -219,3 +219,28 @@ def test_real_clock_run_matches_model_within_bounds(tmp_path):
     assert TTFT <= s.ttft.percentiles[0.5] < TTFT + 5_000_000
     assert TPOT - 1_000_000 < s.tpot.percentiles[0.5] < TPOT + 2_000_000
     assert np.isclose(s.samples_per_second, 50, rtol=0.5)
+
+
+def test_mlperf_logs_are_written_and_agree_with_results_json(tmp_path, demo_server):
+    from tokenmark.mllog import parse_detail, parse_summary
+
+    res = run_benchmark(demo_server, default_dataset(demo_server), model(), tmp_path,
+                        virtual_time=True)
+    detail = parse_detail((tmp_path / "mlperf_log_detail.txt").read_text())
+    summary = parse_summary((tmp_path / "mlperf_log_summary.txt").read_text())
+    assert summary.result_validity == "VALID" and summary.scenario == "Server"
+    assert detail["result_validity"] == "VALID"
+    assert detail["result_first_token_99.00_percentile_latency_ns"] == TTFT
+    assert detail["result_completed_tokens_per_second"] == pytest.approx(
+        res.summary.tokens_per_second, rel=1e-5)
+    from tokenmark.lgrandom import loadable_sets
+
+    assert detail["loaded_qsl_set"] == loadable_sets(256, 256, res.settings.seeds.qsl)[0]
+    assert "tokenmark" in (detail.tokenmark_note or "")
+    assert res.document["files"]["mlperf_logs"] == [
+        "mlperf_log_summary.txt", "mlperf_log_detail.txt", "mlperf_log_accuracy.json"]
+    # tokenmark's own patterns get no LoadGen-format logs
+    own = build_settings("v6.0", "llama3.1-8b", Scenario.POISSON,
+                         overrides={"target_qps": 20, "min_duration_ms": 1000})
+    run_benchmark(own, default_dataset(own), model(), tmp_path / "own", virtual_time=True)
+    assert not (tmp_path / "own" / "mlperf_log_summary.txt").exists()

@@ -178,6 +178,9 @@ class Summary:
     goodput_requests_per_second: float | None
     goodput_fraction: float | None
     token_disagreements: int
+    # samples LoadGen logs an error for when token latencies are used (n_tokens 0 or 1)
+    zero_token_samples: int
+    one_token_samples: int
     # raw sorted latency arrays the early-stopping rules need
     sorted_latency: np.ndarray = field(repr=False, compare=False)
     sorted_ttft: np.ndarray = field(repr=False, compare=False)
@@ -289,6 +292,8 @@ def summarize(data: RunData, eff: EffectiveSettings) -> Summary:
         goodput_requests_per_second=good_rps,
         goodput_fraction=good_frac,
         token_disagreements=data.token_disagreements,
+        zero_token_samples=int((n_tok <= 0).sum()) if eff.use_token_latencies else 0,
+        one_token_samples=int((n_tok == 1).sum()) if eff.use_token_latencies else 0,
         sorted_latency=sorted_lat,
         sorted_ttft=sorted_ttft,
         sorted_tpot=sorted_tpot,
