@@ -22,7 +22,7 @@ from tokenmark import __version__
 from tokenmark.adapters.inprocess import LatencyModel, LatencyModelSUT, NullSUT
 from tokenmark.clock import Clock, FakeClock, MonotonicClock, run_virtual, wall_anchor
 from tokenmark.config.layering import LayeredSettings
-from tokenmark.dataset import Dataset, LengthDistribution, SyntheticDataset
+from tokenmark.dataset import Dataset, LengthDistribution, SyntheticDataset, describe_dataset
 from tokenmark.errors import ConfigError
 from tokenmark.loadgen.runner import Runner, RunnerStats, RunOutcome
 from tokenmark.metrics.summary import Accumulator, Summary, summarize
@@ -285,7 +285,7 @@ def _document(
             "mode": r.mode.value,
             "sut": {"name": system.name, **system.describe()},
             "dataset": {"name": dataset.name, "size": len(dataset),
-                        "fingerprint": dataset.fingerprint},
+                        "fingerprint": dataset.fingerprint, **describe_dataset(dataset)},
             "interrupted": outcome.interrupted,
             "interrupt_reason": outcome.interrupt_reason,
             "ran_out_of_generated_queries": outcome.ran_out_of_queries,

@@ -10,6 +10,11 @@ tokenmark verdict can tell a late client from a slow server.
 Streaming: ``chunk_ns[i]`` is when the i-th streamed chunk carrying output arrived and
 ``chunk_tokens[i]`` how many output tokens it carried (usually 1). The first chunk is
 the first token; ITL is computed exactly from these two columns.
+
+Reasoning models stream ``reasoning_content`` before the answer: those chunks are output
+too (TTFT is the first token of either kind, as MLPerf measures DeepSeek-R1), and
+``first_answer_ns`` marks the first chunk of the answer itself; ``reasoning_tokens``
+counts the reasoning part of ``output_tokens`` (-1: the request reported none).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Protocol
 
 __all__ = [
     "ErrorClass",
+    "Message",
     "Phase",
     "Query",
     "RecordSink",
@@ -67,17 +73,66 @@ class Phase(StrEnum):
 PromptMaker = Callable[[], tuple[str, tuple[int, ...] | None]]
 
 
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One chat message as ``/v1/chat/completions`` takes it.
+
+    ``images`` are data URLs (``data:image/png;base64,...``); they follow the text as
+    OpenAI content parts, the order the MLPerf Qwen3-VL harness uses.
+    """
+
+    role: str
+    content: str
+    images: tuple[str, ...] = ()
+
+    def to_openai(self) -> dict[str, object]:
+        """The message as JSON-ready data: a plain string, or text and image parts."""
+        if not self.images:
+            return {"role": self.role, "content": self.content}
+        parts: list[dict[str, object]] = []
+        if self.content:
+            parts.append({"type": "text", "text": self.content})
+        parts.extend({"type": "image_url", "image_url": {"url": u}} for u in self.images)
+        return {"role": self.role, "content": parts}
+
+
+#: Builds a chat sample's prompt text, its token ids (or None) and its messages at once.
+ChatMaker = Callable[[], tuple[str, tuple[int, ...] | None, tuple[Message, ...]]]
+
+
 class Sample:
     """One dataset entry as the load generator sees it (immutable).
 
     ``prompt`` is the text sent to text-based systems; ``token_ids`` the same prompt as
-    tokens when the dataset was made from a tokenizer. ``output_tokens`` is the output
-    length the sample asks for (``max_tokens``); in-process models use it as the exact
-    length to generate. A dataset may give a ``make`` function instead of the text, so a
-    prompt is only built when a system under test reads it (in-process models never do).
+    tokens when the dataset knows them exactly (made from a tokenizer, or pre-tokenized
+    like MLPerf's ``tok_input``). ``output_tokens`` is the output length the sample asks
+    for (``max_tokens``); in-process models use it as the exact length to generate. A
+    dataset may give a ``make`` function instead of the text, so a prompt is only built
+    when a system under test reads it (in-process models never do).
+
+    Chat samples carry ``messages`` (or ``make_chat``, which builds prompt, ids and
+    messages at once). Their ``prompt`` is the chat-template rendering when
+    ``chat_template`` is true (``token_ids`` then encode exactly that text), otherwise the
+    messages' texts joined by blank lines; ``input_tokens`` counts that text, never the
+    images. The keyword-only facts describe the request without building it:
+
+    - ``prefix_group``: samples with the same group (>= 0) begin with the same
+      ``prefix_tokens`` tokens (to exercise prefix caching); -1: none;
+    - ``conversation`` / ``turn``: a multi-turn conversation's id and 0-based turn. Each
+      turn replays the dataset's own earlier turns (user and assistant), so every turn
+      is an independent, reproducible request whose history is a shared prefix;
+    - ``images`` / ``image_bytes``: how many images the messages hold and their size
+      (decoded bytes, not base64);
+    - ``expected_output_tokens``: the reference answer's length where the dataset has
+      one (MLPerf's reference outputs), while ``output_tokens`` stays the request's
+      ``max_tokens``; -1: unknown.
     """
 
-    __slots__ = ("_ids", "_make", "_prompt", "index", "input_tokens", "output_tokens")
+    __slots__ = (
+        "_ids", "_make", "_make_chat", "_messages", "_prompt", "chat_template",
+        "conversation", "expected_output_tokens", "image_bytes", "images", "index",
+        "input_tokens", "output_tokens", "prefix_group", "prefix_tokens", "turn",
+    )
 
     def __init__(
         self,
@@ -88,8 +143,18 @@ class Sample:
         token_ids: tuple[int, ...] | None = None,
         *,
         make: PromptMaker | None = None,
+        messages: tuple[Message, ...] | None = None,
+        make_chat: ChatMaker | None = None,
+        chat_template: bool = False,
+        prefix_group: int = -1,
+        prefix_tokens: int = 0,
+        conversation: int = -1,
+        turn: int = 0,
+        images: int = 0,
+        image_bytes: int = 0,
+        expected_output_tokens: int = -1,
     ) -> None:
-        if prompt is None and make is None:
+        if prompt is None and make is None and make_chat is None:
             raise ValueError("a Sample needs a prompt or a function that makes it")
         self.index = index
         self.input_tokens = input_tokens
@@ -97,9 +162,22 @@ class Sample:
         self._prompt = prompt
         self._ids = token_ids
         self._make = make
+        self._messages = messages
+        self._make_chat = make_chat
+        self.chat_template = chat_template
+        self.prefix_group = prefix_group
+        self.prefix_tokens = prefix_tokens
+        self.conversation = conversation
+        self.turn = turn
+        self.images = images
+        self.image_bytes = image_bytes
+        self.expected_output_tokens = expected_output_tokens
 
     def _build(self) -> None:
-        if self._prompt is None and self._make is not None:
+        if self._make_chat is not None:
+            self._prompt, self._ids, self._messages = self._make_chat()
+            self._make_chat = None
+        elif self._prompt is None and self._make is not None:
             self._prompt, self._ids = self._make()
             self._make = None
 
@@ -113,6 +191,24 @@ class Sample:
     def token_ids(self) -> tuple[int, ...] | None:
         self._build()
         return self._ids
+
+    @property
+    def is_chat(self) -> bool:
+        """Whether the sample carries chat messages (known without building them)."""
+        return self._messages is not None or self._make_chat is not None
+
+    @property
+    def messages(self) -> tuple[Message, ...] | None:
+        """The chat messages, or ``None`` for a plain prompt."""
+        self._build()
+        return self._messages
+
+    def openai_messages(self) -> list[dict[str, object]]:
+        """``messages`` for ``/v1/chat/completions``; a plain prompt is one user turn."""
+        msgs = self.messages
+        if msgs is None:
+            return [{"role": "user", "content": self.prompt}]
+        return [m.to_openai() for m in msgs]
 
     def __repr__(self) -> str:
         return (f"Sample(index={self.index}, input_tokens={self.input_tokens}, "
@@ -155,6 +251,10 @@ class RequestRecord:
     #: Output token count a second source gave, when two were available (e.g. the
     #: server's usage and the client tokenizer); -1 when only one source exists.
     alt_output_tokens: int = -1
+    #: Reasoning tokens among ``output_tokens`` (-1: none reported, not a reasoning request).
+    reasoning_tokens: int = -1
+    #: When the first answer (not reasoning) token arrived; -1: never, or not tracked.
+    first_answer_ns: int = -1
 
     @property
     def ok(self) -> bool:
@@ -163,6 +263,11 @@ class RequestRecord:
     @property
     def send_lag_ns(self) -> int:
         return self.issued_ns - self.scheduled_ns if self.issued_ns >= 0 else -1
+
+    @property
+    def answer_tokens(self) -> int:
+        """Output tokens that are not reasoning (all of them when none was reported)."""
+        return self.output_tokens - max(self.reasoning_tokens, 0)
 
 
 class RecordSink(Protocol):

@@ -10,16 +10,22 @@ in-process models with known timing do.
 HTTP clients, in-process engines, the emulated server's client and the simulator all sit
 behind this contract; the load generator never learns what a model, a token or a
 network is beyond these calls.
+
+Reasoning models: a handle that is also a :class:`ReasoningHandle` (the runner's is)
+takes reasoning chunks apart from answer chunks, so results can count reasoning tokens
+and time the first *answer* token beside the first token. A SUT checks once per request
+(``isinstance(handle, ReasoningHandle)``) and otherwise reports reasoning chunks with
+``token`` as before.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from tokenmark.records import ErrorClass, Query, TokenSource
 
-__all__ = ["ResponseHandle", "SystemUnderTest"]
+__all__ = ["ReasoningHandle", "ResponseHandle", "SystemUnderTest"]
 
 
 class ResponseHandle(Protocol):
@@ -58,6 +64,28 @@ class ResponseHandle(Protocol):
     ) -> None:
         """The request failed; whatever streamed before is kept in the record."""
         ...
+
+
+@runtime_checkable
+class ReasoningHandle(ResponseHandle, Protocol):
+    """A :class:`ResponseHandle` that also takes reasoning output apart.
+
+    - ``reasoning(n, t_ns)``: ``n`` reasoning tokens (``delta.reasoning_content``, or
+      ``delta.reasoning``) arrived in one chunk. They are output like any other: the first
+      chunk of either kind is the first token (TTFT) and every chunk counts for ITL; they
+      are summed as the request's reasoning tokens. ``token`` remains the call for answer
+      (``delta.content``) chunks, and its first call marks the first answer token. One
+      socket read that carried both kinds is reported as ``reasoning(r, t)`` then
+      ``token(a, t)`` with the same ``t``: they make one chunk of ``r + a`` tokens.
+    - ``reasoning_usage(tokens)``: the server's own count
+      (``usage.completion_tokens_details.reasoning_tokens``), which replaces the streamed
+      sum; call it before ``complete``. ``complete``'s ``output_tokens`` stays the whole
+      output (reasoning and answer), as ``usage.completion_tokens`` is.
+    """
+
+    def reasoning(self, n: int = 1, t_ns: int | None = None) -> None: ...
+
+    def reasoning_usage(self, tokens: int) -> None: ...
 
 
 class SystemUnderTest(Protocol):

@@ -6,6 +6,12 @@ tokens for everything else. Text made from its vocabulary with single spaces rou
 exactly, which is what synthetic prompts rely on: a prompt of *n* vocabulary tokens is
 counted as *n* tokens by the client, the built-in server and the in-process models.
 It is not a model's tokenizer; results name which tokenizer counted their tokens.
+
+A model's tokenizer (Hugging Face ``tokenizer.json``) lives at the edge
+(:mod:`tokenmark.sources.hf_tokenizer`) and meets the same :class:`Tokenizer` protocol,
+plus :class:`VocabularyTokenizer` (which ids synthetic prompts may draw from) and
+:class:`ChatTemplater` (a chat template). :func:`exact_text` turns drawn ids into text
+whose token count is exact under any of them.
 """
 
 from __future__ import annotations
@@ -14,9 +20,17 @@ import hashlib
 import re
 from collections.abc import Sequence
 from functools import cached_property
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-__all__ = ["BuiltinTokenizer", "Tokenizer"]
+from tokenmark.records import Message
+
+__all__ = [
+    "BuiltinTokenizer",
+    "ChatTemplater",
+    "Tokenizer",
+    "VocabularyTokenizer",
+    "exact_text",
+]
 
 
 class Tokenizer(Protocol):
@@ -33,6 +47,59 @@ class Tokenizer(Protocol):
     def decode(self, ids: Sequence[int]) -> str: ...
 
     def count(self, text: str) -> int: ...
+
+
+@runtime_checkable
+class VocabularyTokenizer(Tokenizer, Protocol):
+    """A tokenizer that says which ids synthetic prompts may be made of."""
+
+    def word_ids(self) -> Sequence[int]:
+        """Ids of whole-word tokens: text decoded from any sequence of them is expected
+        to encode back to the same ids (checked by :func:`exact_text` unless the
+        tokenizer guarantees it, as the built-in one does)."""
+        ...
+
+
+@runtime_checkable
+class ChatTemplater(Protocol):
+    """A tokenizer that can render chat messages with its model's chat template."""
+
+    @property
+    def has_chat_template(self) -> bool: ...
+
+    def apply_chat_template(self, messages: Sequence[Message]) -> str:
+        """The prompt text the model sees for ``messages``, ready for the assistant."""
+        ...
+
+
+def exact_text(
+    tok: Tokenizer, ids: Sequence[int], *, rounds: int = 4
+) -> tuple[str, tuple[int, ...]]:
+    """Text made of ``ids`` and the ids that text really encodes to.
+
+    The built-in tokenizer round-trips its vocabulary exactly, so its ids are returned
+    as they are. Other tokenizers can merge or split tokens across the boundaries of
+    decoded text; the text is then re-encoded and trimmed or extended (with its own
+    leading tokens) for up to ``rounds`` rounds until it encodes to exactly
+    ``len(ids)`` tokens. The returned ids always encode the returned text, so a count
+    taken from them is exact even in the rare case the target length was missed.
+    """
+    want = len(ids)
+    if isinstance(tok, BuiltinTokenizer):
+        return tok.decode(ids), tuple(ids)
+    cur = list(ids)
+    text = tok.decode(cur)
+    real = tok.encode(text)
+    for _ in range(rounds):
+        if len(real) == want:
+            break
+        if len(real) > want:
+            cur = real[:want]
+        else:
+            cur = real + list(ids[: want - len(real)])
+        text = tok.decode(cur)
+        real = tok.encode(text)
+    return text, tuple(real)
 
 
 _ONSETS = ("", "b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "ch", "sh")

@@ -77,12 +77,13 @@ class RunOutcome:
 class _Pending:
     """The :class:`~tokenmark.sut.ResponseHandle` of one request in flight."""
 
-    __slots__ = ("_run", "rec", "waiter")
+    __slots__ = ("_reasoned_at", "_run", "rec", "waiter")
 
     def __init__(self, run: Runner, rec: RequestRecord) -> None:
         self._run = run
         self.rec = rec
         self.waiter: asyncio.Future[None] | None = None
+        self._reasoned_at = -1  # time of the last reasoning chunk
 
     def _t(self, t_ns: int | None) -> int:
         run = self._run
@@ -98,8 +99,31 @@ class _Pending:
         t = self._t(t_ns)
         if rec.first_token_ns < 0:
             rec.first_token_ns = t
+        if rec.first_answer_ns < 0:
+            rec.first_answer_ns = t
+        if t == self._reasoned_at:  # the same read carried reasoning, then answer tokens
+            rec.chunk_tokens[-1] += n
+            return
         rec.chunk_ns.append(t)
         rec.chunk_tokens.append(n)
+
+    def reasoning(self, n: int = 1, t_ns: int | None = None) -> None:
+        """A chunk of ``n`` reasoning tokens (:class:`~tokenmark.sut.ReasoningHandle`)."""
+        rec = self.rec
+        if rec.done_ns >= 0 or rec.error is not None:
+            return
+        t = self._t(t_ns)
+        if rec.first_token_ns < 0:
+            rec.first_token_ns = t
+        rec.chunk_ns.append(t)
+        rec.chunk_tokens.append(n)
+        rec.reasoning_tokens = max(rec.reasoning_tokens, 0) + n
+        self._reasoned_at = t
+
+    def reasoning_usage(self, tokens: int) -> None:
+        """The server's reasoning-token count; it replaces the streamed sum."""
+        if self.rec.done_ns < 0 and self.rec.error is None:
+            self.rec.reasoning_tokens = tokens
 
     def complete(
         self,
@@ -121,6 +145,7 @@ class _Pending:
             # Not streamed: everything arrived at once.
             n = output_tokens if output_tokens is not None else 0
             rec.first_token_ns = t
+            rec.first_answer_ns = t
             rec.chunk_ns.append(t)
             rec.chunk_tokens.append(n)
         if output_tokens is None:

@@ -18,6 +18,12 @@ tokenmark's own figures sit beside LoadGen's and never replace them: ITL (each g
 between streamed chunks spread evenly over the chunk's tokens), send lag, output and
 input tokens/s over the measured window, and goodput (requests meeting every
 per-request limit).
+
+Reasoning models (records with ``reasoning_tokens >= 0``): the time to first answer
+token (TTFAT = first answer chunk - scheduled; TTFT stays the first token of either
+kind, as MLPerf measures it), reasoning and answer token totals, and how many requests
+reasoned but never answered (cut off by ``max_tokens``). Without reasoning records
+these figures are ``None`` / 0 and the answer tokens are all output tokens.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -57,6 +64,8 @@ class RunData:
     scheduled_total: int  # samples the schedule holds (or issued, for closed loops)
     interrupted: bool = False
     interrupt_reason: str = ""
+    first_answer: np.ndarray | None = None  # -1 where no answer token came
+    reasoning_tokens: np.ndarray | None = None  # -1 where none was reported
 
 
 class Accumulator:
@@ -65,7 +74,8 @@ class Accumulator:
     def __init__(self, itl_cap: int | None = None) -> None:
         self._cols = {name: array("q") for name in (
             "seq", "query_id", "scheduled", "issued", "first", "done",
-            "output_tokens", "input_tokens", "ok", "measured")}
+            "output_tokens", "input_tokens", "ok", "measured", "first_answer",
+            "reasoning_tokens")}
         self._itl = Column() if itl_cap is None else Column(cap=itl_cap)
         self.errors: Counter[str] = Counter()
         self.token_disagreements = 0
@@ -83,6 +93,8 @@ class Accumulator:
         c["done"].append(r.done_ns)
         c["output_tokens"].append(r.output_tokens)
         c["input_tokens"].append(r.input_tokens)
+        c["first_answer"].append(r.first_answer_ns)
+        c["reasoning_tokens"].append(r.reasoning_tokens)
         ok = r.error is None and r.done_ns >= 0
         c["ok"].append(1 if ok else 0)
         measured = r.phase is Phase.MEASURE
@@ -132,6 +144,8 @@ class Accumulator:
             scheduled_total=scheduled_total,
             interrupted=interrupted,
             interrupt_reason=reason,
+            first_answer=c["first_answer"],
+            reasoning_tokens=c["reasoning_tokens"],
         )
 
 
@@ -186,6 +200,12 @@ class Summary:
     sorted_ttft: np.ndarray = field(repr=False, compare=False)
     sorted_tpot: np.ndarray = field(repr=False, compare=False)
     sorted_query_latency: np.ndarray = field(repr=False, compare=False)
+    # reasoning models (see the module docstring); None / 0 without reasoning records
+    ttfat: Distribution | None = None
+    reasoning_requests: int = 0  # measured, completed, with reasoning tokens > 0
+    reasoning_tokens: int = 0
+    answer_tokens: int = 0
+    no_answer_requests: int = 0  # reasoned, completed, but no answer token arrived
 
 
 def _tpot(e2e: np.ndarray, ttft: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -256,6 +276,7 @@ def summarize(data: RunData, eff: EffectiveSettings) -> Summary:
     window = int(done.max() - data.scheduled[meas].min()) if n else 0
     per_s = 1e9 / window if window > 0 else 0.0
     good_rps, good_frac = _goodput(eff.limits, e2e, ttft, tpot, int(meas.sum()), per_s)
+    reasoning = _reasoning(data, okm, sched, eff)
 
     return Summary(
         scenario=eff.scenario,
@@ -298,7 +319,35 @@ def summarize(data: RunData, eff: EffectiveSettings) -> Summary:
         sorted_ttft=sorted_ttft,
         sorted_tpot=sorted_tpot,
         sorted_query_latency=q_sorted,
+        ttfat=reasoning.ttfat,
+        reasoning_requests=reasoning.requests,
+        reasoning_tokens=reasoning.tokens,
+        answer_tokens=out_tokens - reasoning.tokens,
+        no_answer_requests=reasoning.no_answer,
     )
+
+
+class _Reasoning(NamedTuple):
+    ttfat: Distribution | None = None
+    requests: int = 0
+    tokens: int = 0
+    no_answer: int = 0
+
+
+def _reasoning(data: RunData, okm: np.ndarray, sched: np.ndarray,
+               eff: EffectiveSettings) -> _Reasoning:
+    """TTFAT and the reasoning-token total over measured, completed records."""
+    if data.reasoning_tokens is None or data.first_answer is None:
+        return _Reasoning()
+    reason = data.reasoning_tokens[okm]
+    reported = reason >= 0
+    if not reported.any():
+        return _Reasoning()
+    first = data.first_answer[okm]
+    answered = reported & (first >= 0)
+    ttfat = np.sort((first - sched)[answered])
+    return _Reasoning(Distribution.from_sorted(ttfat, _pcts(eff)), int((reason > 0).sum()),
+                      int(reason[reported].sum()), int((reported & (first < 0)).sum()))
 
 
 def _pcts(eff: EffectiveSettings) -> tuple[float, ...]:

@@ -9,7 +9,8 @@ Each line is flat and typed the same way, so it loads straight into columns
 Fields (times are integer ns from the run's start):
 ``seq, query, sample, phase, scheduled_ns, issued_ns, first_token_ns, done_ns,
 input_tokens, output_tokens, token_source, alt_output_tokens, error, error_detail,
-endpoint, chunk_gaps_ns`` (gaps between successive streamed chunks; its sum is
+endpoint, reasoning_tokens, first_answer_ns, chunk_gaps_ns`` (reasoning models: tokens of
+``reasoning_content`` and when the first answer token came; -1 when not reported) (gaps between successive streamed chunks; its sum is
 ``last chunk - first_token_ns``) and ``chunk_tokens`` (tokens per chunk, only when a
 chunk carried more than one; ``null`` means one each).
 """
@@ -54,6 +55,7 @@ class JsonlRecordSink:
             f'"output_tokens":{r.output_tokens},"token_source":"{r.token_source.value}",'
             f'"alt_output_tokens":{r.alt_output_tokens},"error":{err},'
             f'"error_detail":{detail},"endpoint":{endpoint},'
+            f'"reasoning_tokens":{r.reasoning_tokens},"first_answer_ns":{r.first_answer_ns},'
             f'"chunk_gaps_ns":{_dumps(gaps, separators=(",", ":"))},'
             f'"chunk_tokens":{tok_field}}}\n'
         )
@@ -108,4 +110,6 @@ def read_records(path: Path) -> Iterator[RequestRecord]:
                 phase=Phase(d["phase"]),
                 endpoint=d["endpoint"],
                 alt_output_tokens=d["alt_output_tokens"],
+                reasoning_tokens=d.get("reasoning_tokens", -1),
+                first_answer_ns=d.get("first_answer_ns", -1),
             )

@@ -127,6 +127,13 @@ def summary_json(s: Summary) -> dict[str, Any]:
             "e2e": _dist(s.latency),
             "query": _dist(s.query_latency),
             "send_lag": _dist(s.send_lag),
+            "ttfat": None if s.ttfat is None else _dist(s.ttfat),
+        },
+        "reasoning": {
+            "requests": s.reasoning_requests,
+            "reasoning_tokens": s.reasoning_tokens,
+            "answer_tokens": s.answer_tokens,
+            "no_answer_requests": s.no_answer_requests,
         },
     }
 
