@@ -9,10 +9,13 @@ Each line is flat and typed the same way, so it loads straight into columns
 Fields (times are integer ns from the run's start):
 ``seq, query, sample, phase, scheduled_ns, issued_ns, first_token_ns, done_ns,
 input_tokens, output_tokens, token_source, alt_output_tokens, error, error_detail,
-endpoint, reasoning_tokens, first_answer_ns, chunk_gaps_ns`` (reasoning models: tokens of
-``reasoning_content`` and when the first answer token came; -1 when not reported) (gaps between successive streamed chunks; its sum is
-``last chunk - first_token_ns``) and ``chunk_tokens`` (tokens per chunk, only when a
-chunk carried more than one; ``null`` means one each).
+endpoint, reasoning_tokens, first_answer_ns, chunk_gaps_ns, chunk_tokens``.
+
+``reasoning_tokens`` and ``first_answer_ns`` are for reasoning models (tokens of
+``reasoning_content``, and when the first answer token came); -1 when not reported.
+``chunk_gaps_ns`` are the gaps between successive streamed chunks (their sum is
+``last chunk - first_token_ns``); ``chunk_tokens`` the tokens per chunk, only when a chunk
+carried more than one (``null`` means one each).
 """
 
 from __future__ import annotations
