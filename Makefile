@@ -7,8 +7,10 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 # The demo: emulated timing, the llama3.1-8b Server preset of the newest published round,
 # cut short by the `demo` profile (labelled on screen and in results.json).
 RUN_ARGS ?= --benchmark llama3.1-8b --scenario Server --profile demo --qps 30
+# Backends whose tests must run (a missing one fails instead of skipping).
+TOKENMARK_REQUIRE ?= postgres
 
-.PHONY: run test lint typecheck imports unit bench clean
+.PHONY: run test lint typecheck imports unit system-deps bench bench-import clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,13 +30,26 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
-unit: $(STAMP)
-	$(BIN)/pytest
+# Services the tests start themselves need their programs: PostgreSQL (Debian package;
+# the machine image has it, a bare machine gets it from apt as root).
+system-deps:
+	@if ! [ -x "$$(pg_config --bindir 2>/dev/null)/initdb" ] && \
+	    ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+	  echo "installing postgresql (apt)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
+	fi
+
+unit: $(STAMP) system-deps
+	TOKENMARK_REQUIRE=$(TOKENMARK_REQUIRE) $(BIN)/pytest
 
 test: lint typecheck imports unit
 
 bench: $(STAMP)
 	$(BIN)/python bench/runner_overhead.py
+
+# A whole published round, e.g. make bench-import ROUND=/path/to/inference_results_v5.1
+bench-import: $(STAMP)
+	$(BIN)/python bench/import_round.py $(ROUND)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -7,7 +7,9 @@ Exceptions are for bad input and bugs; a request that fails during a run is data
     ├── BadInputError            the user can fix it: exit code 2, one line, no traceback
     │   ├── ConfigError          settings, presets, config files, flags
     │   ├── DatasetError         dataset files and workload specifications
-    │   └── TargetError          the system under test cannot be used (wrong model, unreachable)
+    │   ├── TargetError          the system under test cannot be used (wrong model, unreachable)
+    │   ├── StoreError           the results database cannot be used (bad URL, old schema)
+    │   └── AnalysisError        an analysis asked of result rows that cannot answer it
     └── InternalError            a bug in tokenmark: exit code 3
 
 Every ``BadInputError`` message names the problem and the fix, e.g.
@@ -17,10 +19,12 @@ Every ``BadInputError`` message names the problem and the fix, e.g.
 from __future__ import annotations
 
 __all__ = [
+    "AnalysisError",
     "BadInputError",
     "ConfigError",
     "DatasetError",
     "InternalError",
+    "StoreError",
     "TargetError",
     "TokenmarkError",
 ]
@@ -44,6 +48,14 @@ class DatasetError(BadInputError):
 
 class TargetError(BadInputError):
     """The system under test cannot be used as asked (wrong model name, unreachable)."""
+
+
+class StoreError(BadInputError):
+    """The results database cannot be opened or used as asked (URL, driver, schema version)."""
+
+
+class AnalysisError(BadInputError):
+    """An analysis refused its input (ambiguous system, unequal accelerator counts, ...)."""
 
 
 class InternalError(TokenmarkError):

@@ -23,13 +23,22 @@ def commands() -> list[str]:
 
 
 def test_every_command_is_documented_with_an_example_and_help():
+    import typer.main
+
     runner = CliRunner()
+    group = typer.main.get_command(app)
     for name in commands():
         assert f"### `tokenmark {name}`" in README, f"README lacks a section for {name}"
         assert re.search(rf"^tokenmark {name}\b", README, re.M), f"no example of {name}"
-        res = runner.invoke(app, [name, "--help"])
-        assert res.exit_code == 0
-        assert "Example:" in res.output, f"{name} --help has no example"
+        cmd = group.commands[name]  # type: ignore[attr-defined]
+        subs = sorted(cmd.commands) if hasattr(cmd, "commands") else [None]
+        for sub in subs:
+            argv = [name, sub] if sub else [name]
+            shown = " ".join(argv)
+            assert re.search(rf"^tokenmark {shown}\b", README, re.M), f"no example of {shown}"
+            res = runner.invoke(app, [*argv, "--help"])
+            assert res.exit_code == 0
+            assert "Example:" in res.output, f"{shown} --help has no example"
 
 
 def test_every_run_option_is_mentioned_in_the_readme():

@@ -1,15 +1,10 @@
-"""The ``tokenmark`` command line: a thin layer over :mod:`tokenmark.api`.
-
-Bad input prints one line naming the problem and the fix and exits with code 2; a bug
-exits with code 3 after printing where to report it. See README "Exit codes".
-"""
+"""``tokenmark run``, ``tokenmark presets`` and ``tokenmark version``."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
 import sys
-import traceback
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,16 +14,15 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from tokenmark import __version__
+from tokenmark import __version__, results_api
 from tokenmark.adapters.inprocess import LatencyModel
 from tokenmark.api import (
-    EXIT_BAD_INPUT,
-    EXIT_INTERNAL,
     RunResult,
     SutSpec,
     default_dataset,
     run_benchmark,
 )
+from tokenmark.cli.app import app, bad_input, err
 from tokenmark.config.layering import build_settings, default_scenario, read_toml
 from tokenmark.config.presets import load_round, rounds
 from tokenmark.errors import BadInputError
@@ -36,21 +30,6 @@ from tokenmark.loadgen.runner import RunnerStats
 from tokenmark.metrics.stats import Distribution
 from tokenmark.rules import Validity, Verdict
 from tokenmark.settings import Scenario, Seeds
-
-app = typer.Typer(
-    name="tokenmark",
-    help="An open, MLPerf-grade benchmark system for LLM inference. "
-    "Results are unverified: not reviewed by MLCommons.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-err = Console(stderr=True)
-
-
-def _bad_input(e: BadInputError) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
-    return typer.Exit(EXIT_BAD_INPUT)
 
 
 @app.command()
@@ -123,6 +102,11 @@ def run(
     virtual_time: Annotated[bool, typer.Option(
         help="Run on a virtual clock (in-process systems only): minutes of benchmark in "
         "seconds.")] = False,
+    db: Annotated[str | None, typer.Option(
+        "--db", help="Results database to store the run in (default: $TOKENMARK_DB, else "
+        "~/.local/share/tokenmark/results.db).")] = None,
+    no_db: Annotated[bool, typer.Option(
+        "--no-db", help="Do not store the run in the results database.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the verdicts.")] = False,
     json_out: Annotated[bool, typer.Option(
         "--json", help="Print results.json to stdout instead of tables.")] = False,
@@ -193,7 +177,7 @@ def run(
             f"{eff_scenario.value}"
         )
     except BadInputError as e:
-        raise _bad_input(e) from None
+        raise bad_input(e) from None
 
     show = not quiet and not json_out
     if show and layered.settings.profile == "demo":
@@ -211,12 +195,28 @@ def run(
         result = run_benchmark(layered, dataset, spec, out_dir, virtual_time=virtual_time,
                                progress=progress)
     except BadInputError as e:
-        raise _bad_input(e) from None
+        raise bad_input(e) from None
     finally:
         if live is not None:
             live.stop()
     _print_result(result, quiet=quiet, json_out=json_out)
+    if not no_db:
+        _store(result, db, quiet=quiet or json_out)
     raise typer.Exit(result.exit_code)
+
+
+def _store(result: RunResult, db: str | None, *, quiet: bool) -> None:
+    """Store the run as an unverified row; a failure warns and keeps the run's exit code."""
+    try:
+        report = results_api.store_run(result.output_dir, db=db)
+    except BadInputError as e:
+        err.print(f"[yellow]warning:[/] the run was not stored: {e}", soft_wrap=True)
+        return
+    if report.errors:
+        err.print(f"[yellow]warning:[/] the run was not stored: {report.errors[0]}",
+                  soft_wrap=True)
+    elif not quiet:
+        err.print(f"stored in {report.db} (unverified)", highlight=False)
 
 
 def _progress(live: Live) -> Any:
@@ -323,7 +323,7 @@ def presets(
             return
         rp = load_round(round_)
     except BadInputError as e:
-        raise _bad_input(e) from None
+        raise bad_input(e) from None
     t = Table(title=f"MLPerf {rp.round} preset (unverified tooling; limits from "
               "mlperf.conf and the submission checker)", title_justify="left")
     for col in ("benchmark", "scenario", "limits", "dataset", "min duration"):
@@ -351,22 +351,3 @@ def version() -> None:
     Example: tokenmark version
     """
     Console().print(f"tokenmark {__version__}", highlight=False)
-
-
-def main() -> None:
-    try:
-        app()
-    except SystemExit:
-        raise
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        sys.exit(130)
-    except Exception:  # a bug: say so, keep the traceback for the report
-        err.print("[bold red]internal error[/] (a bug in tokenmark; please report it with "
-                  "the traceback below)")
-        err.print(traceback.format_exc(), highlight=False, markup=False)
-        sys.exit(EXIT_INTERNAL)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,157 @@
+"""Reading a tokenmark run's ``results.json`` into a :class:`RunRecord`.
+
+The file's schema is ``tokenmark.results/1`` (:mod:`tokenmark.output.results`). A run is
+always :attr:`Label.UNVERIFIED`. Its result row:
+
+* ``value``: LoadGen's token rate (``summary.loadgen.tokens_per_second``, Tokens/s) when
+  the run counted tokens, else its sample rate (Samples/s Offline, Queries/s otherwise);
+  for tokenmark's own load patterns, ``summary.throughput.output_tokens_per_second``.
+* ``validity``: the tokenmark verdict (what the CLI exit code and reports lead with);
+  both verdicts are kept in the run record.
+* ``division`` ``open`` (DESIGN.md: runs of tokenmark's own load generator package as
+  open and unverified), ``submitter`` ``local``, ``system_id`` the system under test's
+  name, unless a system description (MLPerf ``systems/<id>.json`` format) is given,
+  which supplies the system and accelerator fields.
+* identity: the SHA-256 of the file, so importing the same run twice adds nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from tokenmark.importer.tree import Rejected, Tree
+from tokenmark.resultrows import (
+    Label,
+    ResultRow,
+    RunFinding,
+    RunRecord,
+    stated_accelerator_count,
+)
+
+__all__ = ["RESULTS_SCHEMA", "is_results_file", "read_run"]
+
+RESULTS_SCHEMA: Final = "tokenmark.results/1"
+_MLPERF_SCENARIOS: Final = ("Offline", "Server", "Interactive", "SingleStream", "MultiStream")
+
+
+def is_results_file(tree: Tree, path: Path) -> bool:
+    """Whether ``path`` looks like a tokenmark ``results.json`` (its start names the schema)."""
+    if path.name != "results.json":
+        return False
+    try:
+        with open(tree.confine(path), "rb") as f:
+            head = f.read(256)
+    except (OSError, Rejected):
+        return True  # let read_run report why it cannot be read
+    return b'"schema"' in head and b"tokenmark.results/" in head
+
+
+def _obj(doc: Mapping[str, Any], key: str, rel: str) -> Mapping[str, Any]:
+    v = doc.get(key)
+    if not isinstance(v, dict):
+        raise Rejected(rel, f"has no {key!r} object (schema {RESULTS_SCHEMA})")
+    return v
+
+
+def _sub(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    v = doc.get(key)
+    return v if isinstance(v, dict) else {}
+
+
+def _number(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
+        return None
+    return float(x)
+
+
+def read_run(tree: Tree, path: Path, system: Mapping[str, Any] | None = None) -> RunRecord:
+    """The run of ``results.json`` at ``path``; :class:`Rejected` if unusable."""
+    rel = tree.rel(path)
+    raw = tree.read_bytes(path)
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise Rejected(rel, f"is not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise Rejected(rel, "is not a JSON object")
+    schema = doc.get("schema")
+    if schema != RESULTS_SCHEMA:
+        raise Rejected(rel, f"schema {schema!r} is not {RESULTS_SCHEMA!r}, the one this "
+                       "tokenmark reads")
+    run, settings = _obj(doc, "run", rel), _obj(doc, "settings", rel)
+    summary, verdicts = _obj(doc, "summary", rel), _obj(doc, "verdicts", rel)
+    for key in ("round", "benchmark", "scenario"):
+        if not isinstance(run.get(key), str) or not run.get(key):
+            raise Rejected(rel, f"run.{key} is missing")
+    scenario = str(run["scenario"])
+    loadgen, throughput = _sub(summary, "loadgen"), _sub(summary, "throughput")
+    tokens = _number(loadgen.get("tokens_per_second"))
+    samples = _number(loadgen.get("samples_per_second"))
+    if scenario not in _MLPERF_SCENARIOS:
+        value, unit, metric = (_number(throughput.get("output_tokens_per_second")), "Tokens/s",
+                               "tokenmark:summary.throughput.output_tokens_per_second")
+    elif tokens:
+        value, unit, metric = tokens, "Tokens/s", "tokenmark:summary.loadgen.tokens_per_second"
+    else:
+        value, metric = samples, "tokenmark:summary.loadgen.samples_per_second"
+        unit = "Samples/s" if scenario == "Offline" else "Queries/s"
+    if value is None:
+        raise Rejected(rel, f"has no numeric {metric.split(':', 1)[1]}")
+    validity: dict[str, str] = {}
+    findings: list[RunFinding] = []
+    for kind in ("mlperf", "tokenmark"):
+        v = verdicts.get(kind)
+        if not isinstance(v, dict):
+            raise Rejected(rel, f"verdicts.{kind} is missing")
+        validity[kind] = str(v.get("validity", ""))
+        for f in v.get("findings") or ():
+            if isinstance(f, dict):
+                findings.append(RunFinding(
+                    verdict=kind, rule=str(f.get("rule", "")), passed=bool(f.get("passed")),
+                    observed=str(f.get("observed", "")), required=str(f.get("required", "")),
+                    advice=str(f.get("advice", "")), detail=str(f.get("detail", ""))))
+    run_hash = hashlib.sha256(raw).hexdigest()
+    sut = _sub(run, "sut")
+    sys_fields: dict[str, Any] = {"system_id": str(sut.get("name") or "sut")}
+    if system is not None:
+        model = str(system.get("accelerator_model_name") or "")
+        notes = ". ".join(str(system.get(k) or "") for k in ("hw_notes", "sw_notes")
+                          if system.get(k))
+        sys_fields = {
+            "system_id": str(system.get("system_id") or sys_fields["system_id"]),
+            "system_name": str(system.get("system_name") or ""),
+            "category": str(system.get("system_type") or "") or None,
+            "accelerator_model": model,
+            "accelerators_per_node": _count(system.get("accelerators_per_node")),
+            "nodes": _count(system.get("number_of_nodes")),
+            "accelerators_stated": stated_accelerator_count(model, notes),
+            "framework": str(system.get("framework") or ""),
+            "notes": notes,
+        }
+    row = ResultRow(
+        round=str(run["round"]), division="open", submitter="local",
+        benchmark=str(run["benchmark"]), scenario=scenario, value=value, unit=unit,
+        metric=metric, label=Label.UNVERIFIED, kind="run",
+        validity=validity["tokenmark"], source_path=rel, content_hash=run_hash,
+        run_hash=run_hash, **sys_fields,
+    )
+    return RunRecord(
+        row=row, run_hash=run_hash, started_utc=str(run.get("started_utc", "")),
+        tokenmark_version=str(doc.get("tokenmark_version", "")), mode=str(run.get("mode", "")),
+        mlperf_validity=validity["mlperf"], tokenmark_validity=validity["tokenmark"],
+        profile_note=str(doc.get("profile_note", "")), run=run, settings=settings,
+        summary=summary, verdicts=verdicts, findings=tuple(findings),
+    )
+
+
+def _count(v: Any) -> int | None:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.strip().isdigit():
+        return int(v)
+    return None

@@ -1,0 +1,1 @@
+"""Alembic migrations of the results database (see :mod:`tokenmark.store.engine`)."""

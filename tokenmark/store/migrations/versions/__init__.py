@@ -1,0 +1,1 @@
+"""One module per schema revision; Alembic loads them by file (this file it skips)."""

@@ -1,0 +1,109 @@
+"""Reading result rows back, and summarising a database's content.
+
+:func:`load_rows` turns ``results`` rows into :class:`~tokenmark.resultrows.ResultRow`
+objects for the analyses, filtered in SQL (benchmark names are stored as the checker
+names them; callers resolve aliases first). :func:`counts` and :func:`fingerprint` say
+what a database holds: the fingerprint is a SHA-256 over every table's content in key
+order, without surrogate ids, so two databases with the same results have the same
+fingerprint and an import that changed nothing leaves it as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import sqlalchemy as sa
+
+from tokenmark.resultrows import Label, ResultRow
+from tokenmark.store.schema import findings, results, runs, systems
+
+__all__ = ["Filters", "counts", "fingerprint", "load_rows"]
+
+#: Filters :func:`load_rows` understands: column name -> wanted value (``None``: any).
+Filters = Mapping[str, "str | int | None"]
+_FILTERABLE = frozenset({"round", "division", "category", "availability", "submitter",
+                         "system_id", "benchmark", "scenario", "label", "kind", "unit",
+                         "validity"})
+
+
+def _row(m: sa.RowMapping) -> ResultRow:
+    return ResultRow(
+        round=m["round"], division=m["division"], submitter=m["submitter"],
+        system_id=m["system_id"], benchmark=m["benchmark"], scenario=m["scenario"],
+        value=float(m["value"]), unit=m["unit"], metric=m["metric"],
+        label=Label(m["label"]), kind=m["kind"], category=m["category"],
+        availability=m["availability"], system_name=m["system_name"],
+        accelerator_model=m["accelerator_model"],
+        accelerators_per_node=m["accelerators_per_node"], nodes=m["nodes"],
+        accelerators_stated=m["accelerators_stated"], accelerator_note=m["accelerator_note"],
+        benchmark_folder=m["benchmark_folder"], summary_value=m["summary_value"],
+        validity=m["validity"], inferred=bool(m["inferred"]), power_value=m["power_value"],
+        power_unit=m["power_unit"], accuracy=dict(m["accuracy"] or {}),
+        weight_data_types=m["weight_data_types"], framework=m["framework"],
+        notes=m["notes"], source_path=m["source_path"], content_hash=m["content_hash"],
+        run_hash=m["run_hash"],
+    )
+
+
+def load_rows(conn: sa.Connection, filters: Filters | None = None) -> list[ResultRow]:
+    """Rows matching ``filters`` (exact matches; scenario case-insensitive), in key order."""
+    cols = [c for c in results.columns if c.name not in ("id", "system_ref", "run_ref")]
+    stmt = (sa.select(*cols, runs.c.run_hash)
+            .select_from(results.outerjoin(runs, results.c.run_ref == runs.c.id))
+            .order_by(results.c.natural_key))
+    for name, value in (filters or {}).items():
+        if value is None:
+            continue
+        if name not in _FILTERABLE:
+            raise ValueError(f"cannot filter results by {name!r}")
+        col = results.c[name]
+        if name == "scenario":
+            stmt = stmt.where(sa.func.lower(col) == str(value).lower())
+        else:
+            stmt = stmt.where(col == value)
+    return [_row(m) for m in conn.execute(stmt).mappings()]
+
+
+def counts(conn: sa.Connection) -> dict[str, int]:
+    out = {}
+    for t in (results, systems, runs, findings):
+        out[t.name] = int(conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one())
+    out["official"] = int(conn.execute(sa.select(sa.func.count()).select_from(results)
+                                       .where(results.c.label == Label.OFFICIAL.value))
+                          .scalar_one())
+    return out
+
+
+def _canon(value: Any) -> Any:
+    if isinstance(value, float):
+        return repr(value)
+    return value
+
+
+def fingerprint(conn: sa.Connection) -> str:
+    """A SHA-256 over the content of every table (ids replaced by natural keys)."""
+    h = hashlib.sha256()
+    sys_keys = dict(conn.execute(sa.select(systems.c.id, systems.c.natural_key)).all())
+    run_keys = dict(conn.execute(sa.select(runs.c.id, runs.c.run_hash)).all())
+    for table, order in ((systems, systems.c.natural_key), (runs, runs.c.run_hash),
+                         (results, results.c.natural_key)):
+        h.update(table.name.encode())
+        for m in conn.execute(sa.select(table).order_by(order)).mappings():
+            d = {k: _canon(v) for k, v in m.items() if k != "id"}
+            if "system_ref" in d:
+                d["system_ref"] = sys_keys.get(d["system_ref"])
+            if "run_ref" in d:
+                d["run_ref"] = run_keys.get(d["run_ref"])
+            h.update(json.dumps(d, sort_keys=True, default=str).encode())
+    h.update(b"findings")
+    lines = []
+    for m in conn.execute(sa.select(findings)).mappings():
+        d = {k: _canon(v) for k, v in m.items() if k != "id"}
+        d["run_id"] = run_keys.get(d["run_id"])
+        lines.append(json.dumps(d, sort_keys=True, default=str))
+    for line in sorted(lines):
+        h.update(line.encode())
+    return h.hexdigest()

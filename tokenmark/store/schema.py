@@ -1,0 +1,116 @@
+"""The results database's tables (SQLAlchemy Core), as the newest migration leaves them.
+
+Migrations (``tokenmark/store/migrations/versions``) are the source of truth for the
+database's shape; this module is what the code reads and writes through, and a test
+checks that the two agree (Alembic's ``compare_metadata`` finds no difference on SQLite
+and PostgreSQL).
+
+Tables:
+
+* ``results``: one row per result, published or one of the user's runs; the columns of
+  :class:`~tokenmark.resultrows.ResultRow`, plus ``total_accelerators`` and
+  ``accelerators_used`` stored for queries. ``natural_key`` (unique) identifies a
+  result across imports; ``label`` says ``official`` or ``unverified``.
+* ``systems``: each system description as published (the whole JSON), cited by
+  ``results.system_ref``.
+* ``runs`` and ``findings``: a run's settings, summary, verdicts (whole, as JSON) and
+  each finding as a row; ``results.run_ref`` cites the run.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+__all__ = ["findings", "metadata", "results", "runs", "systems"]
+
+metadata = sa.MetaData()
+
+systems = sa.Table(
+    "systems", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("natural_key", sa.Text, nullable=False, unique=True),
+    sa.Column("round", sa.String(16), nullable=False),
+    sa.Column("division", sa.String(16), nullable=False),
+    sa.Column("submitter", sa.Text, nullable=False),
+    sa.Column("system_id", sa.Text, nullable=False),
+    sa.Column("content_hash", sa.String(64), nullable=False),
+    sa.Column("description", sa.JSON, nullable=False),
+    sa.Column("source_path", sa.Text, nullable=False),
+)
+
+runs = sa.Table(
+    "runs", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("run_hash", sa.String(64), nullable=False, unique=True),
+    sa.Column("started_utc", sa.String(40), nullable=False),
+    sa.Column("tokenmark_version", sa.String(32), nullable=False),
+    sa.Column("round", sa.String(16), nullable=False),
+    sa.Column("benchmark", sa.Text, nullable=False),
+    sa.Column("scenario", sa.String(32), nullable=False),
+    sa.Column("mode", sa.String(32), nullable=False),
+    sa.Column("mlperf_validity", sa.String(32), nullable=False),
+    sa.Column("tokenmark_validity", sa.String(32), nullable=False),
+    sa.Column("profile_note", sa.Text, nullable=False),
+    sa.Column("run", sa.JSON, nullable=False),
+    sa.Column("settings", sa.JSON, nullable=False),
+    sa.Column("summary", sa.JSON, nullable=False),
+    sa.Column("verdicts", sa.JSON, nullable=False),
+    sa.Column("source_path", sa.Text, nullable=False),
+)
+
+findings = sa.Table(
+    "findings", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"),
+              nullable=False, index=True),
+    sa.Column("verdict", sa.String(16), nullable=False),
+    sa.Column("rule", sa.Text, nullable=False),
+    sa.Column("passed", sa.Boolean, nullable=False),
+    sa.Column("observed", sa.Text, nullable=False),
+    sa.Column("required", sa.Text, nullable=False),
+    sa.Column("advice", sa.Text, nullable=False),
+    sa.Column("detail", sa.Text, nullable=False),
+)
+
+results = sa.Table(
+    "results", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("natural_key", sa.Text, nullable=False, unique=True),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("label", sa.String(16), nullable=False),
+    sa.Column("round", sa.String(16), nullable=False, index=True),
+    sa.Column("division", sa.String(16), nullable=False),
+    sa.Column("category", sa.String(32), nullable=True),
+    sa.Column("availability", sa.String(16), nullable=True),
+    sa.Column("submitter", sa.Text, nullable=False),
+    sa.Column("system_id", sa.Text, nullable=False),
+    sa.Column("system_name", sa.Text, nullable=False),
+    sa.Column("accelerator_model", sa.Text, nullable=False),
+    sa.Column("accelerators_per_node", sa.Integer, nullable=True),
+    sa.Column("nodes", sa.Integer, nullable=True),
+    sa.Column("total_accelerators", sa.Integer, nullable=True),
+    sa.Column("accelerators_stated", sa.Integer, nullable=True),
+    sa.Column("accelerators_used", sa.Integer, nullable=True),
+    sa.Column("accelerator_note", sa.Text, nullable=False),
+    sa.Column("benchmark", sa.Text, nullable=False),
+    sa.Column("benchmark_folder", sa.Text, nullable=False),
+    sa.Column("scenario", sa.String(32), nullable=False),
+    sa.Column("metric", sa.Text, nullable=False),
+    sa.Column("value", sa.Double, nullable=False),
+    sa.Column("unit", sa.String(32), nullable=False),
+    sa.Column("summary_value", sa.Double, nullable=True),
+    sa.Column("validity", sa.String(16), nullable=False),
+    sa.Column("inferred", sa.Boolean, nullable=False),
+    sa.Column("power_value", sa.Double, nullable=True),
+    sa.Column("power_unit", sa.String(16), nullable=True),
+    sa.Column("accuracy", sa.JSON, nullable=False),
+    sa.Column("weight_data_types", sa.Text, nullable=False),
+    sa.Column("framework", sa.Text, nullable=False),
+    sa.Column("notes", sa.Text, nullable=False),
+    sa.Column("source_path", sa.Text, nullable=False),
+    sa.Column("content_hash", sa.String(64), nullable=False),
+    sa.Column("system_ref", sa.Integer, sa.ForeignKey("systems.id"), nullable=True),
+    sa.Column("run_ref", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"),
+              nullable=True),
+    sa.Index("ix_results_benchmark_scenario", "benchmark", "scenario"),
+)

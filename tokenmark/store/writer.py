@@ -1,0 +1,184 @@
+"""Writing result rows, runs and system descriptions: one transaction, idempotent.
+
+:func:`write` stores a whole import in a single transaction (all of it or none of it)
+and is idempotent: every row has a natural key (``results.natural_key``,
+``systems.natural_key``, ``runs.run_hash``) and is written with
+``INSERT ... ON CONFLICT``:
+
+* a result or system whose key exists with the same content hash and label is left
+  untouched (re-importing changes nothing, not even a timestamp: there is none);
+* one whose content changed (a corrected log in a newer checkout) is updated in place;
+* a run that exists is skipped with its findings (a run file never changes: its key
+  is its hash).
+
+Two processes writing at once lose nothing: on SQLite the write transactions queue on
+``BEGIN IMMEDIATE``; on PostgreSQL the conflict clauses make concurrent inserts of one
+key resolve to one row, and rows are written in key order so transactions do not
+deadlock. Counts of added/updated/unchanged are taken inside the transaction; under
+PostgreSQL concurrency a row the other writer added in between counts as added by both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from tokenmark.errors import StoreError
+from tokenmark.resultrows import ResultRow, RunRecord, SystemRecord
+from tokenmark.store.schema import findings, results, runs, systems
+
+__all__ = ["WriteCounts", "result_values", "write"]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteCounts:
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    runs_added: int = 0
+    systems_written: int = 0
+
+
+def _insert(conn: sa.Connection, table: sa.Table) -> Any:
+    name = conn.dialect.name
+    if name == "sqlite":
+        return sqlite.insert(table)
+    if name == "postgresql":
+        return postgresql.insert(table)
+    raise StoreError(f"database dialect {name!r} is not supported (SQLite or PostgreSQL)")
+
+
+def result_values(row: ResultRow) -> dict[str, Any]:
+    """The ``results`` columns of ``row`` (without ``id``, ``system_ref``, ``run_ref``)."""
+    return {
+        "natural_key": row.key, "kind": row.kind, "label": row.label.value,
+        "round": row.round, "division": row.division, "category": row.category,
+        "availability": row.availability, "submitter": row.submitter,
+        "system_id": row.system_id, "system_name": row.system_name,
+        "accelerator_model": row.accelerator_model,
+        "accelerators_per_node": row.accelerators_per_node, "nodes": row.nodes,
+        "total_accelerators": row.total_accelerators,
+        "accelerators_stated": row.accelerators_stated,
+        "accelerators_used": row.accelerators_used, "accelerator_note": row.accelerator_note,
+        "benchmark": row.benchmark, "benchmark_folder": row.benchmark_folder or row.benchmark,
+        "scenario": row.scenario, "metric": row.metric, "value": row.value, "unit": row.unit,
+        "summary_value": row.summary_value, "validity": row.validity,
+        "inferred": row.inferred, "power_value": row.power_value,
+        "power_unit": row.power_unit, "accuracy": dict(row.accuracy),
+        "weight_data_types": row.weight_data_types, "framework": row.framework,
+        "notes": row.notes, "source_path": row.source_path,
+        "content_hash": row.content_hash,
+    }
+
+
+def _system_key(row: ResultRow) -> str:
+    return "|".join((row.round, row.division, row.submitter, row.system_id))
+
+
+def _write_systems(conn: sa.Connection, items: Sequence[SystemRecord]) -> dict[str, int]:
+    if not items:
+        return {}
+    values = [{"natural_key": s.key, "round": s.round, "division": s.division,
+               "submitter": s.submitter, "system_id": s.system_id,
+               "content_hash": s.content_hash, "description": dict(s.description),
+               "source_path": s.source_path} for s in sorted(items, key=lambda s: s.key)]
+    ins = _insert(conn, systems)
+    stmt = ins.on_conflict_do_update(
+        index_elements=[systems.c.natural_key],
+        set_={c: ins.excluded[c] for c in ("content_hash", "description", "source_path")},
+        where=systems.c.content_hash != ins.excluded.content_hash,
+    )
+    conn.execute(stmt, values)
+    keys = [s.key for s in items]
+    out: dict[str, int] = {}
+    for chunk in _chunks(keys, 500):
+        for rid, key in conn.execute(sa.select(systems.c.id, systems.c.natural_key)
+                                     .where(systems.c.natural_key.in_(chunk))):
+            out[key] = rid
+    return out
+
+
+def _write_runs(conn: sa.Connection, records: Sequence[RunRecord]) -> tuple[dict[str, int], int]:
+    ids: dict[str, int] = {}
+    added = 0
+    for rec in sorted(records, key=lambda r: r.run_hash):
+        ins = _insert(conn, runs)
+        got = conn.execute(ins.values(
+            run_hash=rec.run_hash, started_utc=rec.started_utc,
+            tokenmark_version=rec.tokenmark_version, round=rec.row.round,
+            benchmark=rec.row.benchmark, scenario=rec.row.scenario, mode=rec.mode,
+            mlperf_validity=rec.mlperf_validity, tokenmark_validity=rec.tokenmark_validity,
+            profile_note=rec.profile_note, run=dict(rec.run), settings=dict(rec.settings),
+            summary=dict(rec.summary), verdicts=dict(rec.verdicts),
+            source_path=rec.row.source_path,
+        ).on_conflict_do_nothing(index_elements=[runs.c.run_hash]).returning(runs.c.id)).first()
+        if got is not None:
+            added += 1
+            ids[rec.run_hash] = got[0]
+            if rec.findings:
+                conn.execute(findings.insert(), [
+                    {"run_id": got[0], "verdict": f.verdict, "rule": f.rule, "passed": f.passed,
+                     "observed": f.observed, "required": f.required, "advice": f.advice,
+                     "detail": f.detail} for f in rec.findings])
+        else:
+            ids[rec.run_hash] = conn.execute(
+                sa.select(runs.c.id).where(runs.c.run_hash == rec.run_hash)).scalar_one()
+    return ids, added
+
+
+def _chunks(items: Sequence[str], n: int) -> Iterable[Sequence[str]]:
+    for i in range(0, len(items), n):
+        yield items[i:i + n]
+
+
+def write(
+    conn: sa.Connection,
+    rows: Sequence[ResultRow],
+    run_records: Sequence[RunRecord] = (),
+    system_items: Sequence[SystemRecord] = (),
+) -> WriteCounts:
+    """Write everything inside the caller's transaction (see the module docstring)."""
+    system_ids = _write_systems(conn, system_items)
+    run_ids, runs_added = _write_runs(conn, run_records)
+    all_rows = list(rows) + [r.row for r in run_records]
+    by_key: dict[str, ResultRow] = {}
+    for r in all_rows:
+        by_key[r.key] = r  # a later duplicate of one key wins (one row per key)
+    keys = sorted(by_key)
+    existing: dict[str, tuple[str, str]] = {}
+    for chunk in _chunks(keys, 500):
+        for key, chash, label in conn.execute(
+                sa.select(results.c.natural_key, results.c.content_hash, results.c.label)
+                .where(results.c.natural_key.in_(chunk))):
+            existing[key] = (chash, label)
+    values: list[dict[str, Any]] = []
+    added = updated = unchanged = 0
+    for key in keys:
+        r = by_key[key]
+        old = existing.get(key)
+        if old == (r.content_hash, r.label.value):
+            unchanged += 1
+            continue
+        if old is None:
+            added += 1
+        else:
+            updated += 1
+        v = result_values(r)
+        v["system_ref"] = system_ids.get(_system_key(r))
+        v["run_ref"] = run_ids.get(r.run_hash) if r.run_hash else None
+        values.append(v)
+    if values:
+        ins = _insert(conn, results)
+        changing = [c.name for c in results.columns if c.name not in ("id", "natural_key")]
+        stmt = ins.on_conflict_do_update(
+            index_elements=[results.c.natural_key],
+            set_={c: ins.excluded[c] for c in changing},
+            where=sa.or_(results.c.content_hash != ins.excluded.content_hash,
+                         results.c.label != ins.excluded.label),
+        )
+        conn.execute(stmt, values)
+    return WriteCounts(added, updated, unchanged, runs_added, len(system_ids))
