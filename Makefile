@@ -8,9 +8,12 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 # cut short by the `demo` profile (labelled on screen and in results.json).
 RUN_ARGS ?= --benchmark llama3.1-8b --scenario Server --profile demo --qps 30
 # Backends whose tests must run (a missing one fails instead of skipping).
-TOKENMARK_REQUIRE ?= postgres
+TOKENMARK_REQUIRE ?= postgres,hf,llamacpp
+# Real third-party servers for the end-to-end client tests: transformers serve (CPU torch
+# from the machine's local wheel) and llama.cpp's server (compiled here, ~4.5 min cold).
+REALSERVERS := $(VENV)/.realservers-1
 
-.PHONY: run test lint typecheck imports unit system-deps bench bench-import clean
+.PHONY: run test lint typecheck imports unit system-deps bench bench-client bench-import clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -39,7 +42,14 @@ system-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
 	fi
 
-unit: $(STAMP) system-deps
+$(REALSERVERS): $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check torch==2.13.0 \
+	    "transformers[serving]==5.24.0"
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/python -m pip install --quiet \
+	    --disable-pip-version-check "llama-cpp-python[server]==0.3.36"
+	touch $@
+
+unit: $(STAMP) $(REALSERVERS) system-deps
 	TOKENMARK_REQUIRE=$(TOKENMARK_REQUIRE) $(BIN)/pytest
 
 test: lint typecheck imports unit
@@ -48,6 +58,10 @@ bench: $(STAMP)
 	$(BIN)/python bench/runner_overhead.py
 
 # A whole published round, e.g. make bench-import ROUND=/path/to/inference_results_v5.1
+# The HTTP client against a server with exact delays, beside an aiohttp baseline
+bench-client: $(STAMP)
+	$(BIN)/python bench/openai_client.py
+
 bench-import: $(STAMP)
 	$(BIN)/python bench/import_round.py $(ROUND)
 

@@ -12,7 +12,7 @@ import datetime as dt
 import os
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from tokenmark.config.layering import LayeredSettings
 from tokenmark.dataset import Dataset, LengthDistribution, SyntheticDataset, describe_dataset
 from tokenmark.errors import ConfigError
 from tokenmark.loadgen.runner import Runner, RunnerStats, RunOutcome
+from tokenmark.metrics.endpoints import EndpointBreakdown
 from tokenmark.metrics.summary import Accumulator, Summary, summarize
 from tokenmark.mllog import RunFacts
 from tokenmark.output.mlperf import write_mlperf_logs
@@ -39,7 +40,7 @@ from tokenmark.output.results import (
     write_json_atomic,
 )
 from tokenmark.rules import ClientStats, Verdicts, evaluate
-from tokenmark.scenarios import Schedule, build_schedule
+from tokenmark.scenarios import Schedule, build_schedule, timed_trace
 from tokenmark.settings import EffectiveSettings, Scenario, effective
 from tokenmark.sut import SystemUnderTest
 
@@ -121,10 +122,24 @@ def run_benchmark(
     virtual_time: bool = False,
     progress: ProgressFn | None = None,
     drain_timeout_s: float = 0.0,
+    trace: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> RunResult:
-    """Run one benchmark and write its results folder. Raises ConfigError on bad input."""
+    """Run one benchmark and write its results folder. Raises ConfigError on bad input.
+
+    ``trace`` (send offsets in ns, dataset indices) replaces the scenario's schedule: the
+    run replays the trace's timing (the ``trace`` pattern).
+    """
+    if trace is not None:
+        offsets, samples = trace
+        span = float(offsets[-1] - offsets[0]) if len(offsets) > 1 else 0.0
+        qps = (len(offsets) - 1) / (span / 1e9) if span > 0 else 1.0
+        layered = replace(layered, settings=replace(
+            layered.settings, scenario=Scenario.TRACE, target_qps=qps))
     eff = effective(layered.settings, len(dataset))
-    schedule = build_schedule(eff, len(dataset))
+    if trace is not None:
+        schedule = timed_trace(eff, trace[0], trace[1])
+    else:
+        schedule = build_schedule(eff, len(dataset))
     output_dir.mkdir(parents=True, exist_ok=True)
     clock: Clock = FakeClock() if virtual_time else MonotonicClock()
     factory = sut if callable(sut) else (lambda c: make_sut(sut, c))
@@ -133,11 +148,13 @@ def run_benchmark(
     coro = _run_async(eff, schedule, dataset, system, clock, output_dir, progress,
                       drain_timeout_s)
     if isinstance(clock, FakeClock):
-        outcome, summary, verdicts, anchor = run_virtual(coro, clock)
+        outcome, summary, verdicts, anchor, per_endpoint = run_virtual(coro, clock)
     else:
-        outcome, summary, verdicts, anchor = asyncio.run(coro)
+        outcome, summary, verdicts, anchor, per_endpoint = asyncio.run(coro)
     doc = _document(layered, eff, dataset, system, summary, verdicts, outcome, started,
                     anchor, virtual_time)
+    if any(name != "(none)" for name in per_endpoint):
+        doc["summary"]["per_endpoint"] = per_endpoint
     if eff.is_mlperf:
         facts = _run_facts(layered, dataset, system, summary, outcome, started, anchor)
         logs = write_mlperf_logs(output_dir, eff, summary, verdicts, schedule, facts)
@@ -159,16 +176,17 @@ async def _run_async(
     output_dir: Path,
     progress: ProgressFn | None,
     drain_timeout_s: float,
-) -> tuple[RunOutcome, Summary, Verdicts, tuple[int, int]]:
+) -> tuple[RunOutcome, Summary, Verdicts, tuple[int, int], dict[str, Any]]:
     sink = JsonlRecordSink(output_dir / RECORDS_FILE)
     acc = Accumulator()
+    endpoints = EndpointBreakdown()
     runner = Runner(
         schedule,
         dataset,
         system,
         clock,
         sinks=[sink],
-        consumers=[acc.add],
+        consumers=[acc.add, endpoints.add],
         max_concurrency=eff.max_concurrency,
         drain_timeout_ns=int(drain_timeout_s * 1e9),
     )
@@ -199,7 +217,7 @@ async def _run_async(
     )
     verdicts = evaluate(summary, eff, client)
     data.itl.close()
-    return outcome, summary, verdicts, anchor
+    return outcome, summary, verdicts, anchor, endpoints.to_json()
 
 
 def _run_facts(

@@ -251,6 +251,9 @@ class RequestRecord:
     #: Output token count a second source gave, when two were available (e.g. the
     #: server's usage and the client tokenizer); -1 when only one source exists.
     alt_output_tokens: int = -1
+    #: Prompt tokens the server says it served from its prefix cache (usage
+    #: ``prompt_tokens_details.cached_tokens``); -1 when not reported.
+    cached_input_tokens: int = -1
     #: Reasoning tokens among ``output_tokens`` (-1: none reported, not a reasoning request).
     reasoning_tokens: int = -1
     #: When the first answer (not reasoning) token arrived; -1: never, or not tracked.

@@ -47,6 +47,7 @@ class ResponseHandle(Protocol):
         t_ns: int | None = None,
         input_tokens: int | None = None,
         alt_output_tokens: int = -1,
+        cached_input_tokens: int = -1,
         token_ids: Sequence[int] | None = None,
         text: str | None = None,
         endpoint: str = "",

@@ -65,3 +65,47 @@ def test_presets_and_version():
     res = tm("presets", "v6.0")
     assert res.returncode == 0 and "gpt-oss-120b" in res.stdout
     assert "tokenmark" in tm("version").stdout
+
+
+def test_run_against_an_http_target_through_the_cli(tmp_path):
+    """The whole path a user takes: flags -> model check -> HTTP client -> verdicts."""
+    from tokenmark.servers.process import ServerProcess
+
+    with ServerProcess(["--ttft-ms", "20", "--itl-ms", "2"]).start() as server:
+        res = tm("run", "-b", "llama3.1-8b", "-s", "poisson", "--qps", "40",
+                 "--min-duration", "2", "--output-len", "8", "--dataset-size", "32",
+                 "--url", server.url, "--api", "chat", "--json", "-o", str(tmp_path / "o"))
+        assert res.returncode in (0, 1), res.stderr
+        doc = json.loads(res.stdout)
+        assert doc["run"]["sut"]["kind"] == "OpenAI-compatible HTTP"
+        assert doc["summary"]["counts"]["failed"] == 0
+        ttft = doc["summary"]["latency_ms"]["ttft"]["percentiles"]["50"]
+        assert 20 <= ttft < 60
+        bad = tm("run", "-s", "poisson", "--qps", "5", "--url", server.url, "--model",
+                 "no-such-model", "-o", str(tmp_path / "o2"))
+        assert bad.returncode == 2 and "no-such-model" in bad.stderr
+    dead = tm("run", "-s", "poisson", "--qps", "5", "--url", "http://127.0.0.1:9",
+              "-o", str(tmp_path / "o3"))
+    assert dead.returncode == 2 and "Traceback" not in dead.stderr
+
+
+def test_run_with_a_trace_and_a_dataset_file(tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("".join(
+        json.dumps({"timestamp": 100 * i, "input_length": 64, "output_length": 4,
+                    "hash_ids": [i % 3]}) + "\n" for i in range(30)))
+    res = tm("run", "-b", "llama3.1-8b", "--trace", str(trace), "--trace-speedup", "2",
+             "--virtual-time", "--json", "-o", str(tmp_path / "t"))
+    assert res.returncode in (0, 1), res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["run"]["scenario"] == "trace"
+    assert doc["summary"]["counts"]["issued"] == 30
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"ka lo {i}", "max_tokens": 5}) + "\n"
+                            for i in range(12)))
+    res = tm("run", "-b", "llama3.1-8b", "-s", "poisson", "--qps", "20", "--min-duration",
+             "1", "--dataset", str(data), "--virtual-time", "--json", "-o", str(tmp_path / "d"))
+    assert res.returncode in (0, 1), res.stderr
+    assert json.loads(res.stdout)["run"]["dataset"]["size"] == 12
+    bad = tm("run", "-s", "poisson", "--dataset", str(tmp_path / "missing.jsonl"))
+    assert bad.returncode == 2 and "missing.jsonl" in bad.stderr

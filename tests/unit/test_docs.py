@@ -63,8 +63,9 @@ def readme_run_examples() -> list[list[str]]:
     for block in re.findall(r"```bash\n(.*?)```", README, re.S):
         for line in block.splitlines():
             line = line.split("#", 1)[0].strip()
-            if line.startswith("tokenmark run") and "--config" not in line and (
-                    "--user-conf" not in line) and ">" not in line:
+            needs_files = ("--config", "--user-conf", "--url", "--dataset", "--trace",
+                           "--image-dir", ">")
+            if line.startswith("tokenmark run") and not any(x in line for x in needs_files):
                 out.append(shlex.split(line)[1:])
     return out
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,20 +17,26 @@ from rich.text import Text
 
 from tokenmark import __version__, results_api
 from tokenmark.adapters.inprocess import LatencyModel
+from tokenmark.adapters.openai_target import OpenAIConfig
 from tokenmark.api import (
     RunResult,
     SutSpec,
-    default_dataset,
     run_benchmark,
 )
+from tokenmark.assemble import WorkloadSpec, build_workload, http_sut_factory
 from tokenmark.cli.app import app, bad_input, err
+from tokenmark.clock import Clock
 from tokenmark.config.layering import build_settings, default_scenario, read_toml
 from tokenmark.config.presets import load_round, rounds
-from tokenmark.errors import BadInputError
+from tokenmark.errors import BadInputError, ConfigError
 from tokenmark.loadgen.runner import RunnerStats
 from tokenmark.metrics.stats import Distribution
 from tokenmark.rules import Validity, Verdict
 from tokenmark.settings import Scenario, Seeds
+from tokenmark.sut import SystemUnderTest
+
+WL = "Workload"
+TG = "HTTP target"
 
 
 @app.command()
@@ -85,7 +92,71 @@ def run(
         help="Input length distribution: N, uniform:LO:HI, normal:MEAN:STD, "
         "lognormal:MEDIAN:SIGMA.")] = None,
     output_len: Annotated[str | None, typer.Option(
-        help="Output length distribution (same forms).")] = None,
+        help="Output length distribution (same forms, or hist:LEN=W,...).")] = None,
+    prefix_groups: Annotated[int, typer.Option(
+        help="Synthetic: groups of prompts sharing a prefix (prefix caching).",
+        rich_help_panel=WL)] = 0,
+    prefix_len: Annotated[int, typer.Option(
+        help="Synthetic: tokens of the shared prefix.", rich_help_panel=WL)] = 0,
+    conversations: Annotated[int, typer.Option(
+        help="Synthetic multi-turn: number of conversations (each turn replays the "
+        "dataset's earlier turns).", rich_help_panel=WL)] = 0,
+    turns: Annotated[str, typer.Option(
+        help="Turns per conversation (a length distribution).", rich_help_panel=WL)] = "3",
+    system_len: Annotated[int, typer.Option(
+        help="Synthetic multi-turn: system prompt tokens.", rich_help_panel=WL)] = 0,
+    dataset: Annotated[Path | None, typer.Option(
+        help="A dataset file (JSONL, JSON, CSV, Parquet, ShareGPT or an MLPerf reference "
+        "file).", rich_help_panel=WL)] = None,
+    dataset_format: Annotated[str | None, typer.Option(
+        "--format", help="jsonl, json, csv, parquet, pickle, sharegpt or mlperf "
+        "(default: from the file name).", rich_help_panel=WL)] = None,
+    columns: Annotated[str, typer.Option(
+        help="Column mapping ROLE=COLUMN,... (roles: prompt, token_ids, messages, system, "
+        "output_tokens, reference, reference_ids, image).", rich_help_panel=WL)] = "",
+    allow_pickle: Annotated[bool, typer.Option(
+        help="Read pickled files (a pickle can run code: only files you trust).",
+        rich_help_panel=WL)] = False,
+    sharegpt_turns: Annotated[str, typer.Option(
+        help="ShareGPT: 'first' turn of each conversation or 'all' turns.",
+        rich_help_panel=WL)] = "first",
+    mlperf_output: Annotated[str, typer.Option(
+        help="MLPerf datasets: output length 'max' (the benchmark's) or 'reference'.",
+        rich_help_panel=WL)] = "max",
+    limit: Annotated[int | None, typer.Option(
+        help="Read at most this many rows.", rich_help_panel=WL)] = None,
+    max_context: Annotated[int | None, typer.Option(
+        help="Model context length: longer prompts are an error.", rich_help_panel=WL)] = None,
+    skip_long_prompts: Annotated[bool, typer.Option(
+        help="Skip prompts longer than --max-context instead of failing.",
+        rich_help_panel=WL)] = False,
+    tokenizer: Annotated[str, typer.Option(
+        help="'builtin' or a Hugging Face tokenizer folder / tokenizer.json; counts prompt "
+        "tokens and, for an HTTP target, output tokens.", rich_help_panel=WL)] = "builtin",
+    chat_template: Annotated[bool, typer.Option(
+        help="Apply the tokenizer's chat template to prompts.", rich_help_panel=WL)] = False,
+    chat_template_file: Annotated[Path | None, typer.Option(
+        help="A chat template (Jinja) to use instead of the tokenizer's.",
+        rich_help_panel=WL)] = None,
+    images_per_request: Annotated[int, typer.Option(
+        help="Images attached to each chat request (as data URLs).", rich_help_panel=WL)] = 0,
+    image_size: Annotated[str, typer.Option(
+        help="Generated image size WxH.", rich_help_panel=WL)] = "512x512",
+    image_dir: Annotated[Path | None, typer.Option(
+        help="Take images from this folder instead of generating them.",
+        rich_help_panel=WL)] = None,
+    verify_images: Annotated[bool, typer.Option(
+        help="Decode every image to check it (slower).", rich_help_panel=WL)] = False,
+    trace: Annotated[Path | None, typer.Option(
+        help="Replay a trace's timing (Mooncake JSONL or Azure CSV).", rich_help_panel=WL)
+    ] = None,
+    trace_format: Annotated[str, typer.Option(
+        help="mooncake or azure.", rich_help_panel=WL)] = "mooncake",
+    trace_speedup: Annotated[float, typer.Option(
+        help="Replay this many times faster.", rich_help_panel=WL)] = 1.0,
+    trace_sort: Annotated[bool, typer.Option(
+        help="Sort a trace whose timestamps go backwards instead of failing.",
+        rich_help_panel=WL)] = False,
     sut: Annotated[str | None, typer.Option(
         help="Built-in system under test: latency-model or null.")] = None,
     sut_ttft_ms: Annotated[float | None, typer.Option(
@@ -96,6 +167,54 @@ def run(
         help="latency-model: requests served at once (the rest queue).")] = None,
     sut_batch_slope: Annotated[float | None, typer.Option(
         help="latency-model: TPOT growth per extra request in the batch.")] = None,
+    url: Annotated[list[str] | None, typer.Option(
+        help="An OpenAI-compatible endpoint (repeat for replicas); selects the HTTP client.",
+        rich_help_panel=TG)] = None,
+    api: Annotated[str, typer.Option(help="completions or chat.", rich_help_panel=TG)
+    ] = "completions",
+    model: Annotated[str, typer.Option(
+        help="Model name (default: the one the endpoint serves).", rich_help_panel=TG)] = "",
+    stream: Annotated[bool, typer.Option(help="Stream responses (SSE).",
+                                         rich_help_panel=TG)] = True,
+    include_usage: Annotated[bool, typer.Option(
+        help="Ask for usage in the stream (stream_options.include_usage).",
+        rich_help_panel=TG)] = True,
+    api_key_env: Annotated[str, typer.Option(
+        help="Environment variable holding the API key (never logged).", rich_help_panel=TG)
+    ] = "OPENAI_API_KEY",
+    header: Annotated[list[str] | None, typer.Option(
+        help="An extra header 'Name: value' (repeatable).", rich_help_panel=TG)] = None,
+    ca_file: Annotated[str, typer.Option(help="CA bundle for TLS.", rich_help_panel=TG)] = "",
+    verify_tls: Annotated[bool, typer.Option(help="Verify TLS certificates.",
+                                             rich_help_panel=TG)] = True,
+    connect_timeout: Annotated[float, typer.Option(
+        help="Seconds to connect (0: none).", rich_help_panel=TG)] = 30.0,
+    first_token_timeout: Annotated[float, typer.Option(
+        help="Seconds to the first token (0: none).", rich_help_panel=TG)] = 0.0,
+    request_timeout: Annotated[float, typer.Option(
+        help="Seconds for a whole request (0: none).", rich_help_panel=TG)] = 0.0,
+    pool_size: Annotated[int, typer.Option(
+        help="Connections per endpoint (0: one per request in flight).", rich_help_panel=TG)
+    ] = 0,
+    preconnect: Annotated[int | None, typer.Option(
+        help="Connections per endpoint opened before the run (default: the concurrency).",
+        rich_help_panel=TG)] = None,
+    routing: Annotated[str, typer.Option(
+        help="round-robin or least-in-flight across endpoints.", rich_help_panel=TG)
+    ] = "round-robin",
+    max_tokens: Annotated[int, typer.Option(
+        help="max_tokens of every request (0: each sample's output length).",
+        rich_help_panel=TG)] = 0,
+    ignore_eos: Annotated[bool, typer.Option(
+        help="Send ignore_eos (generate the full output length).", rich_help_panel=TG)] = False,
+    temperature: Annotated[float | None, typer.Option(rich_help_panel=TG)] = None,
+    extra_body: Annotated[str, typer.Option(
+        help="A JSON object merged into every request body.", rich_help_panel=TG)] = "",
+    model_check: Annotated[bool, typer.Option(
+        help="Check GET /v1/models before the run.", rich_help_panel=TG)] = True,
+    workers: Annotated[int, typer.Option(
+        help="Client worker processes (0: the client runs in this process).",
+        rich_help_panel=TG)] = 0,
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Results folder (default results/<time>-<benchmark>-<scenario>).")
     ] = None,
@@ -122,6 +241,11 @@ def run(
         bench = benchmark or runt.get("benchmark") or "llama3.1-8b"
         sc_text = scenario or runt.get("scenario") or ""
         sc = Scenario.parse(sc_text) if sc_text else None
+        if trace is not None or "trace" in doc.get("dataset", {}):
+            if sc not in (None, Scenario.TRACE):
+                raise ConfigError(f"--trace replays the trace's own timing; drop --scenario "
+                                  f"{sc.value}")
+            sc = Scenario.TRACE
         if sc is None:
             sc = default_scenario(round_name, bench)
         prof = profile or runt.get("profile") or ""
@@ -156,21 +280,68 @@ def run(
             user_conf=user_conf, overrides=overrides, seeds=seeds,
         )
         ds = doc.get("dataset", {})
-        dataset = default_dataset(
-            layered,
+        spec_w = WorkloadSpec(
             size=dataset_size or ds.get("size"),
             input_lengths=input_len or ds.get("input"),
             output_lengths=output_len or ds.get("output"),
+            prefix_groups=prefix_groups or ds.get("prefix_groups", 0),
+            prefix_tokens=prefix_len or ds.get("prefix_len", 0),
+            conversations=conversations or ds.get("conversations", 0),
+            turns=str(ds.get("turns", turns)),
+            system_tokens=system_len or ds.get("system_len", 0),
+            dataset=dataset or (Path(ds["path"]) if "path" in ds else None),
+            fmt=dataset_format or ds.get("format"),
+            columns=columns or ds.get("columns", ""),
+            allow_pickle=allow_pickle,
+            sharegpt_turns=ds.get("sharegpt_turns", sharegpt_turns),
+            mlperf_output=ds.get("mlperf_output", mlperf_output),
+            limit=limit or ds.get("limit"),
+            max_context=max_context or ds.get("max_context"),
+            skip_long=skip_long_prompts,
+            tokenizer=ds.get("tokenizer", tokenizer) if tokenizer == "builtin" else tokenizer,
+            chat_template=chat_template or bool(ds.get("chat_template", False)),
+            chat_template_file=chat_template_file,
+            images_per_request=images_per_request or ds.get("images_per_request", 0),
+            image_size=ds.get("image_size", image_size),
+            image_dir=image_dir,
+            verify_images=verify_images,
+            trace=trace or (Path(ds["trace"]) if "trace" in ds else None),
+            trace_format=ds.get("trace_format", trace_format),
+            trace_speedup=trace_speedup,
+            trace_sort=trace_sort,
             seed=seed or 0,
         )
+        workload = build_workload(spec_w, layered)
         s = doc.get("sut", {})
-        model = LatencyModel(
+        lm = LatencyModel(
             ttft_ns=int((sut_ttft_ms or s.get("ttft_ms", 50.0)) * 1e6),
             tpot_ns=int((sut_tpot_ms or s.get("tpot_ms", 10.0)) * 1e6),
             max_batch=sut_max_batch or s.get("max_batch", 0),
             batch_slope=sut_batch_slope or s.get("batch_slope", 0.0),
         )
-        spec = SutSpec(kind=sut or s.get("kind", "latency-model"), model=model)
+        spec: SutSpec | Callable[[Clock], SystemUnderTest] = SutSpec(
+            kind=sut or s.get("kind", "latency-model"), model=lm)
+        tg = doc.get("target", {})
+        urls = tuple(url or tg.get("urls", ()))
+        if urls:
+            conc = layered.settings.concurrency or layered.settings.max_concurrency
+            cfg = OpenAIConfig(
+                urls=urls, api=tg.get("api", api), stream=tg.get("stream", stream),
+                model=model or tg.get("model", ""),
+                api_key_env=tg.get("api_key_env", api_key_env),
+                headers=_headers([*(header or []), *tg.get("headers", [])]),
+                verify_tls=verify_tls, ca_file=ca_file or tg.get("ca_file", ""),
+                connect_timeout_s=connect_timeout, first_token_timeout_s=first_token_timeout,
+                request_timeout_s=request_timeout, pool_size=pool_size,
+                preconnect=conc if preconnect is None else preconnect,
+                routing=tg.get("routing", routing), max_tokens=max_tokens,
+                ignore_eos=ignore_eos or bool(tg.get("ignore_eos", False)),
+                temperature=temperature if temperature is not None else tg.get("temperature"),
+                include_usage=include_usage, extra_body=extra_body or tg.get("extra_body", ""),
+                tokenizer="" if spec_w.tokenizer == "builtin" else spec_w.tokenizer,
+                check_models=model_check,
+            )
+            spec = http_sut_factory(cfg, workers=workers)
         eff_scenario = layered.settings.scenario
         out_dir = output or Path("results") / (
             f"{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{layered.preset.name}-"
@@ -192,8 +363,11 @@ def run(
     try:
         if live is not None:
             live.start()
-        result = run_benchmark(layered, dataset, spec, out_dir, virtual_time=virtual_time,
-                               progress=progress)
+        trace_plan = None
+        if workload.trace_offsets_ns is not None and workload.trace_samples is not None:
+            trace_plan = (workload.trace_offsets_ns, workload.trace_samples)
+        result = run_benchmark(layered, workload.dataset, spec, out_dir,
+                               virtual_time=virtual_time, progress=progress, trace=trace_plan)
     except BadInputError as e:
         raise bad_input(e) from None
     finally:
@@ -203,6 +377,16 @@ def run(
     if not no_db:
         _store(result, db, quiet=quiet or json_out)
     raise typer.Exit(result.exit_code)
+
+
+def _headers(lines: list[str]) -> tuple[tuple[str, str], ...]:
+    out = []
+    for line in lines:
+        name, sep, value = line.partition(":")
+        if not sep or not name.strip():
+            raise ConfigError(f"bad header {line!r}; write it as 'Name: value'")
+        out.append((name.strip(), value.strip()))
+    return tuple(out)
 
 
 def _store(result: RunResult, db: str | None, *, quiet: bool) -> None:

@@ -148,13 +148,13 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} is not valid TOML: {e}") from None
     except OSError as e:
         raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
-    unknown = set(doc) - {"run", "settings", "dataset", "sut"}
+    unknown = set(doc) - {"run", "settings", "dataset", "sut", "target"}
     if unknown:
         raise ConfigError(
             f"{path}: unknown table(s) {', '.join(sorted(unknown))}; "
-            "use [run], [settings], [dataset] and [sut]"
+            "use [run], [settings], [dataset], [sut] and [target]"
         )
-    for table in ("run", "settings", "dataset", "sut"):
+    for table in ("run", "settings", "dataset", "sut", "target"):
         if table in doc and not isinstance(doc[table], dict):
             raise ConfigError(f"{path}: '{table}' must be a table ([{table}])")
     settings = doc.get("settings", {})

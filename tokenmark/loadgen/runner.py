@@ -133,6 +133,7 @@ class _Pending:
         t_ns: int | None = None,
         input_tokens: int | None = None,
         alt_output_tokens: int = -1,
+        cached_input_tokens: int = -1,
         token_ids: Sequence[int] | None = None,
         text: str | None = None,
         endpoint: str = "",
@@ -157,6 +158,7 @@ class _Pending:
         if input_tokens is not None:
             rec.input_tokens = input_tokens
         rec.alt_output_tokens = alt_output_tokens
+        rec.cached_input_tokens = cached_input_tokens
         if endpoint:
             rec.endpoint = endpoint
         rec.done_ns = t

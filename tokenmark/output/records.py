@@ -9,7 +9,11 @@ Each line is flat and typed the same way, so it loads straight into columns
 Fields (times are integer ns from the run's start):
 ``seq, query, sample, phase, scheduled_ns, issued_ns, first_token_ns, done_ns,
 input_tokens, output_tokens, token_source, alt_output_tokens, error, error_detail,
-endpoint, reasoning_tokens, first_answer_ns, chunk_gaps_ns, chunk_tokens``.
+endpoint, reasoning_tokens, first_answer_ns, cached_input_tokens, chunk_gaps_ns,
+chunk_tokens``.
+
+``cached_input_tokens`` are the prompt tokens the server served from its prefix cache
+(usage ``prompt_tokens_details.cached_tokens``); -1 when not reported.
 
 ``reasoning_tokens`` and ``first_answer_ns`` are for reasoning models (tokens of
 ``reasoning_content``, and when the first answer token came); -1 when not reported.
@@ -59,6 +63,7 @@ class JsonlRecordSink:
             f'"alt_output_tokens":{r.alt_output_tokens},"error":{err},'
             f'"error_detail":{detail},"endpoint":{endpoint},'
             f'"reasoning_tokens":{r.reasoning_tokens},"first_answer_ns":{r.first_answer_ns},'
+            f'"cached_input_tokens":{r.cached_input_tokens},'
             f'"chunk_gaps_ns":{_dumps(gaps, separators=(",", ":"))},'
             f'"chunk_tokens":{tok_field}}}\n'
         )
@@ -115,4 +120,5 @@ def read_records(path: Path) -> Iterator[RequestRecord]:
                 alt_output_tokens=d["alt_output_tokens"],
                 reasoning_tokens=d.get("reasoning_tokens", -1),
                 first_answer_ns=d.get("first_answer_ns", -1),
+                cached_input_tokens=d.get("cached_input_tokens", -1),
             )

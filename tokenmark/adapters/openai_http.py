@@ -1,0 +1,558 @@
+"""The system under test behind an OpenAI-compatible HTTP API (completions or chat).
+
+:class:`OpenAIHttpSUT` turns each query into one ``POST`` on a keep-alive connection
+(:mod:`tokenmark.adapters.http1`) to the endpoint the routing picks, and reports to the
+run through its :class:`~tokenmark.sut.ResponseHandle`:
+
+- ``sent`` when the request is written (after connecting, if a new connection was
+  needed: connecting is part of the measured latency);
+- ``token(n, t)`` once per socket read that completed ``n`` token-carrying events
+  (:mod:`tokenmark.adapters.sse`), ``t`` being that read's time on the run's clock; a
+  handle that also has ``reasoning`` (``tokenmark.sut.ReasoningHandle``) gets the
+  reasoning events of the read through it, and ``reasoning_usage`` with the server's
+  ``completion_tokens_details.reasoning_tokens``;
+- ``complete`` at ``data: [DONE]`` (streamed; or at the clean end of a stream whose last
+  event carried a ``finish_reason``) or at the end of the body (not streamed),
+  with the output count from the server's ``usage`` (source ``usage``) and the client
+  tokenizer's count as the second opinion (``alt_output_tokens``); without usage, the
+  tokenizer's count (source ``tokenizer``), else the streamed events (source ``chunks``);
+- ``fail`` with one :class:`~tokenmark.records.ErrorClass` otherwise. Nothing is retried.
+
+=========================  =========================================================
+failure                    error class
+=========================  =========================================================
+HTTP 429 / other non-2xx   ``http_429`` / ``http_status`` (detail: status and body)
+refused, unreachable, TLS  ``connect_error``
+connect took too long      ``timeout_connect`` (``connect_timeout_s``)
+no token in time           ``timeout_first_token`` (``first_token_timeout_s``, from issue)
+request took too long      ``timeout_request`` (``request_timeout_s``, from issue)
+closed/reset before head   ``connection_reset``
+reset after the head       ``reset_mid_stream``
+closed before the end      ``truncated_stream`` (no ``[DONE]`` and no ``finish_reason``)
+not HTTP, not SSE/JSON     ``malformed_stream``
+an ``error`` event         ``sut_error`` (the server reported a failure mid-stream)
+=========================  =========================================================
+
+The API key is read once from the environment variable the config names and exists
+only in the pre-rendered request head; every error detail has it masked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections import Counter
+from collections.abc import Coroutine
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from tokenmark import __version__
+from tokenmark.adapters.client_tokenizer import ClientTokenizer, load_tokenizer
+from tokenmark.adapters.http1 import Connection, describe_os_error
+from tokenmark.adapters.openai_target import (
+    OpenAIConfig,
+    api_key,
+    auth_headers,
+    probe,
+    ssl_context,
+)
+from tokenmark.adapters.pool import Endpoint
+from tokenmark.adapters.sse import StreamScanner
+from tokenmark.clock import Clock, FakeClock
+from tokenmark.errors import ConfigError
+from tokenmark.records import ErrorClass, Query, Sample, TokenSource
+from tokenmark.sut import ResponseHandle
+
+__all__ = ["BodyRenderer", "EndpointStats", "OpenAIHttpSUT", "request_id"]
+
+_ERROR_BODY_CAP = 2048
+_JSON_BODY_CAP = 64 * 1024 * 1024
+
+
+@dataclass
+class EndpointStats:
+    """What one endpoint did during the run (the per-endpoint breakdown)."""
+
+    label: str
+    requests: int = 0
+    ok: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    output_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    max_in_flight: int = 0
+    connections: int = 0
+
+    def line(self) -> str:
+        errs = ", ".join(f"{k}: {v}" for k, v in sorted(self.errors.items())) or "none"
+        return (f"{self.requests} requests, {self.ok} ok, errors: {errs}; "
+                f"{self.output_tokens} output tokens, {self.cached_prompt_tokens} cached "
+                f"prompt tokens; {self.connections} connections, max {self.max_in_flight} "
+                "in flight")
+
+
+class OpenAIHttpSUT:
+    """An OpenAI-compatible endpoint (or several replicas) as a system under test."""
+
+    def __init__(self, clock: Clock, config: OpenAIConfig, *,
+                 tokenizer: ClientTokenizer | None = None, run_id: str = "") -> None:
+        if isinstance(clock, FakeClock):
+            raise ConfigError("an HTTP target runs in real time; drop --virtual-time")
+        self.config = config.validated()
+        self._clock = clock
+        self._now = clock.now_ns
+        self._key = api_key(config)
+        self._tokenizer = tokenizer or (load_tokenizer(config.tokenizer)
+                                        if config.tokenizer else None)
+        self._want_text = self._tokenizer is not None or config.keep_text
+        ctx = ssl_context(config)
+        self.endpoints = [Endpoint(u, ssl_context=ctx, max_conns=config.pool_size,
+                                   keepalive_s=config.keepalive_s, now=self._now)
+                          for u in config.urls]
+        self.stats = [EndpointStats(ep.label) for ep in self.endpoints]
+        self._rr = 0
+        self._least = config.routing == "least-in-flight"
+        self._run_id = run_id or os.urandom(4).hex()
+        self._checked = not config.check_models
+        self._heads: list[bytes] = []
+        self.renderer: BodyRenderer
+        self._tasks: set[asyncio.Future[None]] = set()
+        self._render()
+
+    def _render(self) -> None:
+        """Pre-render each endpoint's request head and the constant part of the body."""
+        cfg = self.config
+        route = "chat/completions" if cfg.api == "chat" else "completions"
+        extra = auth_headers(cfg, self._key)
+        accept = b"text/event-stream" if cfg.stream else b"application/json"
+        self._heads = [
+            (f"POST {ep.base.path}/{route} HTTP/1.1\r\nHost: {ep.host_header}\r\n"
+             f"User-Agent: tokenmark/{__version__}\r\nContent-Type: application/json\r\n"
+             ).encode() + b"Accept: " + accept + b"\r\n" + extra
+            for ep in self.endpoints]
+        self.renderer = BodyRenderer(cfg)
+
+    # -- the SystemUnderTest contract ------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return "openai-http"
+
+    def describe(self) -> dict[str, str]:
+        cfg = self.config
+        d = {
+            "kind": "OpenAI-compatible HTTP",
+            "api": cfg.api,
+            "stream": str(cfg.stream).lower(),
+            "model": cfg.model,
+            "urls": " ".join(ep.label for ep in self.endpoints),
+            "routing": cfg.routing,
+            "tokenizer": self._tokenizer.name if self._tokenizer else "none",
+            "headers": " ".join(name for name, _ in cfg.headers),
+        }
+        for i, st in enumerate(self.stats):
+            d[f"endpoint{i}"] = f"{st.label}: {st.line()}"
+        return d
+
+    async def start(self) -> None:
+        """Check ``/v1/models`` (unless the caller did or opted out); open ``preconnect``."""
+        if not self._checked:
+            info = await probe(self.config, self._key)
+            self._checked = True
+            if info.model != self.config.model:
+                self.config = replace(self.config, model=info.model)
+                self._render()
+        await self.preconnect(self.config.preconnect)
+
+    async def preconnect(self, n: int) -> None:
+        """Open ``n`` idle connections per endpoint now (failures are left to the run)."""
+        if n <= 0:
+            return
+        limit = self.config.connect_timeout_s or None
+        for i, ep in enumerate(self.endpoints):
+            conns = [ep.reserve() for _ in range(n)]
+            try:
+                async with asyncio.timeout(limit):
+                    done = await asyncio.gather(*(ep.connect(c) for c in conns),
+                                                return_exceptions=True)
+            except TimeoutError:
+                continue  # the slots were freed; the run connects on demand
+            for conn, res in zip(conns, done, strict=True):
+                if res is None:
+                    self.stats[i].connections += 1
+                    ep.release(conn)
+
+    async def flush(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for ep in self.endpoints:
+            ep.close()
+
+    def issue(self, query: Query, handle: ResponseHandle) -> None:
+        self.issue_to(query, handle, self._route())
+
+    # -- requests ----------------------------------------------------------------------------
+    def _route(self) -> int:
+        eps = self.endpoints
+        n = len(eps)
+        i = self._rr
+        self._rr = (i + 1) % n if n > 1 else 0
+        if self._least and n > 1:
+            best = i
+            for k in range(1, n):
+                j = (i + k) % n
+                if eps[j].in_flight < eps[best].in_flight:
+                    best = j
+            return best
+        return i
+
+    def body(self, sample: Sample) -> bytes:
+        return self.renderer.body(sample)
+
+    def issue_to(self, query: Query, handle: ResponseHandle, index: int) -> None:
+        """Send ``query`` to endpoint ``index``."""
+        self.send(index, query.seq, self.renderer.body(query.sample), handle)
+
+    def send(self, index: int, seq: int, body: bytes, handle: ResponseHandle) -> None:
+        """Send a rendered body to endpoint ``index`` (worker processes get bodies)."""
+        ep = self.endpoints[index]
+        rid = b"X-Request-Id: %s\r\n" % request_id(self._run_id, seq).encode() if (
+            self.config.request_ids) else b""
+        data = b"%s%sContent-Length: %d\r\n\r\n%s" % (self._heads[index], rid, len(body), body)
+        req = _Request(self, index, handle, data)
+        ep.in_flight += 1
+        st = self.stats[index]
+        st.requests += 1
+        if ep.in_flight > st.max_in_flight:
+            st.max_in_flight = ep.in_flight
+        req.arm()
+        conn = ep.take_idle()
+        if conn is not None:
+            req.send_on(conn)
+        elif ep.can_open():
+            self.spawn(req.connect(ep.reserve()))
+        else:
+            ep.waiters.append(req.on_slot)
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` as a task, keeping a reference so it is not collected early."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def request_id(self, seq: int) -> str:
+        """The ``X-Request-Id`` sent with the query of sequence number ``seq``."""
+        return request_id(self._run_id, seq)
+
+    def redact(self, text: str) -> str:
+        key = self._key
+        return text.replace(key, "***") if key and len(key) >= 4 else text
+
+
+class BodyRenderer:
+    """Request bodies: the constant part rendered once, then per sample its length and prompt.
+
+    The constant part holds the model, ``stream`` and ``stream_options``, the sampling
+    fields the user set and the extra body (whose keys win over the sampling fields); per
+    sample come ``max_tokens`` (the sample's output length, unless the user fixed it) and
+    the prompt: the text for completions; for chat, the sample's own messages where it
+    has them (multi-turn, images), else one user message.
+    """
+
+    def __init__(self, cfg: OpenAIConfig) -> None:
+        self.chat = cfg.api == "chat"
+        body: dict[str, Any] = {"model": cfg.model, "stream": cfg.stream}
+        if cfg.stream and cfg.include_usage:
+            body["stream_options"] = {"include_usage": True}
+        if cfg.temperature is not None:
+            body["temperature"] = cfg.temperature
+        if cfg.ignore_eos:
+            body["ignore_eos"] = True
+        if cfg.max_tokens:
+            body["max_tokens"] = cfg.max_tokens
+        body.update(cfg.extra_body_dict())
+        self.per_sample_max = not ("max_tokens" in body or "max_completion_tokens" in body)
+        self.prefix = json.dumps(body, separators=(",", ":")).encode()[:-1]
+
+    def body(self, sample: Sample) -> bytes:
+        mx = b',"max_tokens":%d' % max(1, sample.output_tokens) if self.per_sample_max else b""
+        if self.chat:
+            if getattr(sample, "is_chat", False):
+                messages = sample.openai_messages()  # type: ignore[attr-defined, unused-ignore]
+                msgs = json.dumps(messages, separators=(",", ":")).encode()
+                return self.prefix + mx + b',"messages":' + msgs + b"}"
+            prompt = json.dumps(sample.prompt).encode()
+            return self.prefix + mx + b',"messages":[{"role":"user","content":' + prompt + b"}]}"
+        return self.prefix + mx + b',"prompt":' + json.dumps(sample.prompt).encode() + b"}"
+
+
+def request_id(run_id: str, seq: int) -> str:
+    """A UUID-shaped id: the run's 8 random hex digits, then the sequence number in hex.
+
+    Servers may insist on a UUID (llama.cpp's server answers HTTP 400 otherwise); this
+    one stays readable: ``7f3a09c1-0000-0000-0000-00000000002a`` is query 42 of run
+    ``7f3a09c1``, and matches the server's own logs to tokenmark's records.
+    """
+    h = f"{run_id[:8]:0>8}{seq:024x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+class _Request:
+    """One request in flight: the exchange its connection reports to."""
+
+    __slots__ = ("body", "conn", "data", "done", "ep", "handle", "index", "mode", "scanner",
+                 "split", "status", "sut", "t0", "timer", "tokens_seen")
+
+    def __init__(self, sut: OpenAIHttpSUT, index: int, handle: ResponseHandle,
+                 data: bytes) -> None:
+        self.sut = sut
+        self.index = index
+        self.ep = sut.endpoints[index]
+        self.handle = handle
+        # a ReasoningHandle (tokenmark.sut) takes reasoning chunks apart from the answer
+        self.split = hasattr(handle, "reasoning")
+        self.data = data
+        self.conn: Connection | None = None
+        self.scanner: StreamScanner | None = None
+        self.body: list[bytes] | None = None  # non-streamed or error bodies only
+        self.mode = 0  # 0: before the head, 1: SSE, 2: JSON body, 3: error body
+        self.status = 0
+        self.done = False
+        self.tokens_seen = False
+        self.timer: asyncio.TimerHandle | None = None
+        self.t0 = sut._now()
+
+    # -- timing limits -------------------------------------------------------------------
+    def arm(self) -> None:
+        cfg = self.sut.config
+        limit = cfg.first_token_timeout_s or cfg.request_timeout_s
+        if cfg.request_timeout_s and cfg.first_token_timeout_s:
+            limit = min(cfg.first_token_timeout_s, cfg.request_timeout_s)
+        if limit:
+            self.timer = asyncio.get_running_loop().call_later(limit, self._timeout)
+
+    def _timeout(self) -> None:
+        self.timer = None
+        if self.done:
+            return
+        cfg = self.sut.config
+        now = self.sut._now()
+        age = (now - self.t0) / 1e9
+        if not self.tokens_seen and cfg.first_token_timeout_s and (
+                age >= cfg.first_token_timeout_s - 1e-3):
+            self.fail(ErrorClass.TIMEOUT_FIRST_TOKEN,
+                      f"no output token within {cfg.first_token_timeout_s:g} s", now)
+        elif cfg.request_timeout_s and age >= cfg.request_timeout_s - 1e-3:
+            self.fail(ErrorClass.TIMEOUT_REQUEST,
+                      f"not finished within {cfg.request_timeout_s:g} s", now)
+        elif cfg.request_timeout_s:
+            self.timer = asyncio.get_running_loop().call_later(
+                max(0.0, cfg.request_timeout_s - age), self._timeout)
+
+    def _first_token(self) -> None:
+        self.tokens_seen = True
+        cfg = self.sut.config
+        if self.timer is not None and cfg.first_token_timeout_s and cfg.request_timeout_s:
+            self.timer.cancel()
+            left = cfg.request_timeout_s - (self.sut._now() - self.t0) / 1e9
+            self.timer = asyncio.get_running_loop().call_later(max(0.0, left), self._timeout)
+
+    # -- getting a connection ----------------------------------------------------------------
+    def send_on(self, conn: Connection) -> None:
+        self.conn = conn
+        self.handle.sent(self.sut._now())
+        conn.send(self.data, self)
+
+    async def connect(self, conn: Connection) -> None:
+        ep = self.ep
+        limit = self.sut.config.connect_timeout_s or None
+        try:
+            async with asyncio.timeout(limit):
+                await ep.connect(conn)
+        except TimeoutError:
+            self.fail(ErrorClass.TIMEOUT_CONNECT,
+                      f"connecting to {ep.label} took over {limit:g} s", self.sut._now())
+            return
+        except OSError as e:  # refused, unreachable, too many open files, TLS errors
+            why = describe_os_error(e)
+            self.fail(ErrorClass.CONNECT, f"cannot connect to {ep.label}: {why}",
+                      self.sut._now())
+            return
+        self.sut.stats[self.index].connections += 1
+        if self.done:
+            ep.release(conn)  # the request timed out meanwhile; keep the connection
+        else:
+            self.send_on(conn)
+
+    def on_slot(self, conn: Connection | None) -> None:
+        if self.done:
+            if conn is not None:
+                self.ep.release(conn)
+            return
+        if conn is not None:
+            self.send_on(conn)
+        else:
+            self.sut.spawn(self.connect(self.ep.reserve()))
+
+    # -- the response (Exchange) -------------------------------------------------------------
+    def on_head(self, status: int, headers: dict[str, str], t: int) -> None:
+        if self.done:
+            return
+        self.status = status
+        if not 200 <= status < 300:
+            self.mode = 3
+        elif "event-stream" in headers.get("content-type", ""):
+            self.mode = 1
+            self.scanner = StreamScanner(self.sut._want_text)
+        else:
+            self.mode = 2
+
+    def on_body(self, data: bytes, t: int) -> None:
+        if self.done:
+            return
+        sc = self.scanner
+        if sc is not None:
+            n = sc.feed(data)
+            if n:
+                self._tokens(sc, n, t)
+            if sc.done:
+                self.complete(t)
+            elif sc.bad:
+                self.fail(ErrorClass.MALFORMED, sc.bad, t)
+            elif sc.error:
+                self.fail(ErrorClass.SUT_ERROR, f"the server reported: {sc.error}", t)
+            return
+        body = self.body
+        if body is None:
+            body = self.body = []
+        body.append(data)
+        if self.mode == 3 and sum(map(len, body)) > _ERROR_BODY_CAP:
+            self.body = [b"".join(body)[:_ERROR_BODY_CAP]]
+        elif self.mode == 2 and sum(map(len, body)) > _JSON_BODY_CAP:
+            self.fail(ErrorClass.MALFORMED, "response body over 64 MiB", t)
+
+    def _tokens(self, sc: StreamScanner, n: int, t: int) -> None:
+        """``n`` token events in one read: reasoning ones apart, when the handle can."""
+        if not self.tokens_seen:
+            self._first_token()
+        r = sc.reasoning
+        if r and self.split:
+            self.handle.reasoning(r, t)  # type: ignore[attr-defined]
+            if n > r:
+                self.handle.token(n - r, t)
+        else:
+            self.handle.token(n, t)
+
+    def on_end(self, t: int) -> None:
+        if self.done:
+            return
+        if self.mode == 3:
+            text = b"".join(self.body or ())[:300].decode("utf-8", "replace").strip()
+            err = ErrorClass.RATE_LIMITED if self.status == 429 else ErrorClass.HTTP_STATUS
+            self.fail(err, f"HTTP {self.status}: {text}", t)
+            return
+        sc = self.scanner
+        if sc is not None:
+            n = sc.finish()
+            if n:
+                self._tokens(sc, n, t)
+            if sc.done:
+                self.complete(t)
+            else:
+                self.fail(ErrorClass.TRUNCATED, sc.bad or sc.error or
+                          "the stream ended without data: [DONE] or a finish_reason", t)
+            return
+        self._complete_json(b"".join(self.body or ()), t)
+
+    def on_error(self, error: ErrorClass, detail: str, t: int) -> None:
+        if not self.done:
+            self.conn = None  # already broken
+            self.fail(error, detail, t)
+
+    # -- endings -----------------------------------------------------------------------------
+    def _finish(self) -> None:
+        self.done = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.ep.in_flight -= 1
+
+    def complete(self, t: int) -> None:
+        sc = self.scanner
+        assert sc is not None
+        self._report(sc.usage, sc.text if self.sut._want_text else None, t)
+
+    def _complete_json(self, raw: bytes, t: int) -> None:
+        try:
+            obj = json.loads(raw)
+            if isinstance(obj, dict) and "error" in obj and "choices" not in obj:
+                err = obj["error"]
+                msg = err.get("message", err) if isinstance(err, dict) else err
+                self.fail(ErrorClass.SUT_ERROR, f"the server reported: {str(msg)[:300]}", t)
+                return
+            choices = obj["choices"]
+            texts = []
+            for ch in choices:
+                msg = ch.get("message") or {}
+                texts.append(ch.get("text") or msg.get("content") or
+                             msg.get("reasoning_content") or "")
+            usage = obj.get("usage")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            self.fail(ErrorClass.MALFORMED,
+                      f"not an OpenAI response body: {raw[:80]!r}", t)
+            return
+        text = "".join(str(x) for x in texts)
+        if not isinstance(usage, dict):
+            usage = None
+        self._report(usage, text, t)
+
+    def _report(self, usage: dict[str, Any] | None, text: str | None, t: int) -> None:
+        self._finish()
+        sut = self.sut
+        st = sut.stats[self.index]
+        tok = sut._tokenizer
+        counted = tok.count(text) if tok is not None and text is not None else -1
+        out: int | None = None
+        source = TokenSource.CHUNKS
+        alt = -1
+        inp: int | None = None
+        cached = -1
+        if usage is not None and isinstance(usage.get("completion_tokens"), int):
+            out = usage["completion_tokens"]
+            source = TokenSource.USAGE
+            alt = counted
+            if isinstance(usage.get("prompt_tokens"), int):
+                inp = usage["prompt_tokens"]
+            details = usage.get("prompt_tokens_details")
+            if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+                cached = details["cached_tokens"]
+                st.cached_prompt_tokens += cached
+            out_details = usage.get("completion_tokens_details")
+            if self.split and isinstance(out_details, dict) and isinstance(
+                    out_details.get("reasoning_tokens"), int):
+                self.handle.reasoning_usage(  # type: ignore[attr-defined]
+                    out_details["reasoning_tokens"])
+        elif counted >= 0:
+            out = counted
+            source = TokenSource.TOKENIZER
+        elif self.scanner is None:
+            out = 0  # not streamed, no usage, no tokenizer: nothing to count with
+            source = TokenSource.NONE
+        st.ok += 1
+        self.handle.complete(out, source, t_ns=t, input_tokens=inp, alt_output_tokens=alt,
+                             cached_input_tokens=cached, text=text, endpoint=self.ep.label)
+        if out is None:
+            out = self.scanner.events if self.scanner is not None else 0
+        st.output_tokens += out
+
+    def fail(self, error: ErrorClass, detail: str, t: int) -> None:
+        if self.done:
+            return
+        self._finish()
+        conn = self.conn
+        if conn is not None and conn.exchange is self:
+            conn.abort()  # the rest of this response would poison the connection
+        self.sut.stats[self.index].errors[error.value] += 1
+        self.handle.fail(error, self.sut.redact(detail), t_ns=t, endpoint=self.ep.label)

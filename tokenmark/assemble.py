@@ -1,0 +1,185 @@
+"""From the user's options to the pieces of a run: the workload and the system under test.
+
+:class:`WorkloadSpec` names where requests come from — a synthetic dataset (exact lengths
+from a tokenizer's vocabulary, with shared prefixes or multi-turn conversations), a
+dataset file (JSONL, CSV, Parquet, ShareGPT, an MLPerf reference format), or a trace
+(Mooncake, Azure) whose timestamps become the schedule — plus optional images.
+:func:`build_workload` reads it; :func:`http_sut_factory` builds the OpenAI-compatible
+client (checking the target first, so a wrong URL, key or model fails in a second).
+Both raise :class:`~tokenmark.errors.BadInputError` subclasses with one-line messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tokenmark.adapters.openai_http import OpenAIHttpSUT
+from tokenmark.adapters.openai_target import OpenAIConfig, check_target
+from tokenmark.adapters.workers import WorkerPoolSUT
+from tokenmark.clock import Clock
+from tokenmark.config.layering import LayeredSettings
+from tokenmark.dataset import Dataset, LengthDistribution, SyntheticDataset
+from tokenmark.errors import ConfigError, DatasetError
+from tokenmark.sources.hf_tokenizer import load_hf_tokenizer
+from tokenmark.sources.image_files import FolderImages
+from tokenmark.sources.mlperf import load_mlperf
+from tokenmark.sources.sharegpt import load_sharegpt
+from tokenmark.sources.tabular import ColumnMap, load_table
+from tokenmark.sources.traces import load_trace
+from tokenmark.sut import SystemUnderTest
+from tokenmark.tokenizer import BuiltinTokenizer, Tokenizer
+from tokenmark.workload.conversations import ConversationDataset
+from tokenmark.workload.images import ImageSize
+from tokenmark.workload.multimodal import GeneratedImages, ImageDataset, ImageSource
+from tokenmark.workload.table import TableOptions
+from tokenmark.workload.traces import TraceWorkload
+
+__all__ = ["Workload", "WorkloadSpec", "build_workload", "http_sut_factory"]
+
+FILE_FORMATS = ("jsonl", "json", "csv", "parquet", "pickle", "sharegpt", "mlperf")
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    # synthetic (the default)
+    size: int | None = None
+    input_lengths: str | None = None
+    output_lengths: str | None = None
+    prefix_groups: int = 0
+    prefix_tokens: int = 0
+    conversations: int = 0
+    turns: str = "3"
+    system_tokens: int = 0
+    # a dataset file
+    dataset: Path | None = None
+    fmt: str | None = None
+    columns: str = ""
+    allow_pickle: bool = False
+    sharegpt_turns: str = "first"
+    mlperf_output: str = "max"
+    limit: int | None = None
+    max_context: int | None = None
+    skip_long: bool = False
+    # tokenizer and chat template
+    tokenizer: str = "builtin"
+    chat_template: bool = False
+    chat_template_file: Path | None = None
+    # images
+    images_per_request: int = 0
+    image_size: str = "512x512"
+    image_dir: Path | None = None
+    verify_images: bool = False
+    # a trace
+    trace: Path | None = None
+    trace_format: str = "mooncake"
+    trace_speedup: float = 1.0
+    trace_sort: bool = False
+    trace_block_tokens: int = 512
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Workload:
+    dataset: Dataset
+    #: A trace's send times (ns from the start) and samples, or None for a scenario's own.
+    trace_offsets_ns: np.ndarray | None = None
+    trace_samples: np.ndarray | None = None
+    notes: tuple[str, ...] = field(default=())
+
+
+def _tokenizer(spec: WorkloadSpec) -> Tokenizer:
+    if spec.tokenizer in ("", "builtin"):
+        if spec.chat_template or spec.chat_template_file:
+            raise ConfigError("the built-in tokenizer has no chat template; give --tokenizer "
+                              "PATH to a model's tokenizer folder")
+        return BuiltinTokenizer()
+    return load_hf_tokenizer(spec.tokenizer, chat_template=spec.chat_template_file)
+
+
+def build_workload(spec: WorkloadSpec, layered: LayeredSettings) -> Workload:
+    """The dataset (and trace schedule) a run sends, shaped by the benchmark's preset."""
+    preset = layered.preset
+    s = layered.settings
+    max_out = preset.max_output_tokens or 128
+    tok = _tokenizer(spec)
+    outl = LengthDistribution.parse(spec.output_lengths) if spec.output_lengths else None
+    if spec.trace is not None:
+        if spec.dataset is not None:
+            raise ConfigError("give either --trace or --dataset, not both")
+        table = load_trace(spec.trace, spec.trace_format)
+        vocab = tok if isinstance(tok, BuiltinTokenizer) or hasattr(tok, "word_ids") else None
+        tw = TraceWorkload.from_table(
+            table, speedup=spec.trace_speedup, sort=spec.trace_sort, seed=spec.seed,
+            tokenizer=vocab,  # type: ignore[arg-type]
+            block_tokens=spec.trace_block_tokens, max_output_tokens=max_out)
+        ds: Dataset = _with_images(tw.dataset, spec)
+        return Workload(ds, tw.offsets_ns, tw.sample_index)
+    if spec.dataset is not None:
+        options = TableOptions(output_lengths=outl, max_output_tokens=max_out,
+                               max_context=spec.max_context, skip_long=spec.skip_long,
+                               chat_template=spec.chat_template, seed=spec.seed,
+                               limit=spec.limit)
+        fmt = spec.fmt
+        if fmt is not None and fmt not in FILE_FORMATS:
+            raise DatasetError(f"unknown dataset format {fmt!r}; choose one of: "
+                               f"{', '.join(FILE_FORMATS)}")
+        if fmt == "sharegpt":
+            ds = load_sharegpt(spec.dataset, tok, options, turns=spec.sharegpt_turns)
+        elif fmt == "mlperf":
+            ds = load_mlperf(preset.name, spec.dataset, tok, output=spec.mlperf_output,
+                             allow_pickle=spec.allow_pickle, limit=spec.limit,
+                             max_context=spec.max_context, skip_long=spec.skip_long,
+                             verify_images=spec.verify_images)
+        else:
+            cols = ColumnMap.parse(spec.columns) if spec.columns else None
+            ds = load_table(spec.dataset, tok, options, fmt=fmt, columns=cols,
+                            allow_pickle=spec.allow_pickle, verify_images=spec.verify_images)
+        return Workload(_with_images(ds, spec))
+    n = spec.size or s.total_sample_count or s.performance_sample_count or preset.dataset_size
+    inp = LengthDistribution.parse(spec.input_lengths or "normal:800:200")
+    out = outl or LengthDistribution.parse(f"uniform:{max(2, max_out // 2)}:{max_out}")
+    vocab_tok = tok if hasattr(tok, "word_ids") else None
+    if vocab_tok is None:
+        raise ConfigError(f"the tokenizer {spec.tokenizer} has no usable vocabulary for "
+                          "synthetic prompts; use a dataset file or the built-in tokenizer")
+    if spec.conversations:
+        ds = ConversationDataset(spec.conversations, LengthDistribution.parse(spec.turns),
+                                 inp, out, seed=spec.seed, tokenizer=vocab_tok,  # type: ignore[arg-type]
+                                 system_tokens=spec.system_tokens, max_output_tokens=max_out)
+    else:
+        ds = SyntheticDataset(n, inp, out, seed=spec.seed, tokenizer=vocab_tok,  # type: ignore[arg-type]
+                              max_output_tokens=max_out, prefix_groups=spec.prefix_groups,
+                              prefix_tokens=spec.prefix_tokens)
+    return Workload(_with_images(ds, spec))
+
+
+def _with_images(ds: Dataset, spec: WorkloadSpec) -> Dataset:
+    if not spec.images_per_request:
+        if spec.image_dir is not None:
+            raise ConfigError("--image-dir needs --images-per-request N")
+        return ds
+    src: ImageSource
+    if spec.image_dir is not None:
+        src = FolderImages(spec.image_dir, verify=spec.verify_images)
+    else:
+        src = GeneratedImages(ImageSize.parse(spec.image_size), seed=spec.seed)
+    return ImageDataset(ds, src, spec.images_per_request)
+
+
+def http_sut_factory(config: OpenAIConfig, *, workers: int = 0
+                     ) -> Callable[[Clock], SystemUnderTest]:
+    """Check the target now (one clear line on failure) and return the SUT factory."""
+    checked = check_target(config)
+    if workers < 0:
+        raise ConfigError(f"--workers must be >= 0 (got {workers})")
+
+    def make(clock: Clock) -> SystemUnderTest:
+        if workers:
+            return WorkerPoolSUT(clock, checked, workers=workers)
+        return OpenAIHttpSUT(clock, checked)
+
+    return make

@@ -1,0 +1,181 @@
+"""Pre-rendered OpenAI-compatible response bytes for :mod:`tokenmark.servers.exact`.
+
+Everything a response contains except the ``usage`` numbers is rendered once per
+(API kind, output length) and cached, so serving a request costs one dictionary lookup
+and one ``write`` however many tokens it streams; with zero delays the server is never
+the bottleneck of a client benchmark.
+
+The shapes follow vLLM's (the most used OpenAI-compatible server):
+
+- completions: ``{"object": "text_completion", "choices": [{"text": ...}]}`` per token;
+- chat: a first event with ``delta.role`` and an empty ``content`` (it carries no token,
+  so a client that takes it for the first token is caught), then ``delta.content`` per
+  token;
+- the last token's event carries ``finish_reason: "length"``; with
+  ``stream_options.include_usage`` every event has ``"usage": null`` and a final event
+  with empty ``choices`` carries the counts (``prompt_tokens_details.cached_tokens``
+  when the server is told to report cached tokens); then ``data: [DONE]``.
+
+Token texts are words of tokenmark's built-in tokenizer, so the built-in tokenizer
+counts exactly one token per streamed event.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+
+from tokenmark.tokenizer import BuiltinTokenizer
+
+__all__ = [
+    "CHUNK_END",
+    "HEAD_CLOSE",
+    "HEAD_SSE",
+    "StreamBody",
+    "chunk",
+    "json_response",
+    "render_full",
+    "render_stream",
+    "token_words",
+]
+
+_WORDS = BuiltinTokenizer().words[100:164]  # 64 distinct one-token words
+CREATED = 1_700_000_000
+
+HEAD_SSE = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
+            b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
+#: A close-delimited stream (no ``transfer-encoding``): the body ends when the server
+#: closes the connection, as HTTP/1.0-style servers do.
+HEAD_CLOSE = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+              b"connection: close\r\n\r\n")
+CHUNK_END = b"0\r\n\r\n"
+
+
+def token_words(n: int) -> list[str]:
+    """The texts of ``n`` streamed tokens (the first without a leading space)."""
+    return [(_WORDS[k % 64] if k == 0 else " " + _WORDS[k % 64]) for k in range(n)]
+
+
+def chunk(data: bytes) -> bytes:
+    """``data`` as one HTTP/1.1 chunk."""
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _dumps(obj: object) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class StreamBody:
+    """One streamed response, pre-rendered and framed.
+
+    ``prologue`` goes out with the headers (chat's role event), ``tokens[k]`` when token
+    ``k`` is due, and the epilogue (usage, ``[DONE]``, chunk terminator) right after the
+    last token; ``usage_event`` renders the one part that depends on the request.
+    """
+
+    prologue: bytes
+    tokens: tuple[bytes, ...]
+    done: bytes  # "data: [DONE]" plus the terminating chunk, when chunked
+    chat: bool
+    model: str
+    sep: bytes
+    chunked: bool
+
+    def usage_event(self, prompt: int, completion: int, cached: int,
+                    reasoning: int = 0) -> bytes:
+        """The final usage event (a bytes template: no JSON encoding per request)."""
+        details = b',"prompt_tokens_details":{"cached_tokens":%d}' % cached if cached >= 0 else b""
+        if reasoning:
+            details += b',"completion_tokens_details":{"reasoning_tokens":%d}' % reasoning
+        obj = (b'{"id":"%s","object":"%s","created":%d,"model":%s,"choices":[],'
+               b'"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d%s}}'
+               % (b"chatcmpl-exact" if self.chat else b"cmpl-exact",
+                  b"chat.completion.chunk" if self.chat else b"text_completion", CREATED,
+                  self.model_json, prompt, prompt + completion, completion, details))
+        return _frame(b"data: " + obj + self.sep, self.chunked)
+
+    @property
+    def model_json(self) -> bytes:
+        return json.dumps(self.model).encode()
+
+
+def _frame(event: bytes, chunked: bool) -> bytes:
+    return chunk(event) if chunked else event
+
+
+@lru_cache(maxsize=256)
+def render_stream(
+    chat: bool, n: int, model: str, include_usage: bool, sep: bytes = b"\n\n",
+    chunked: bool = True, reasoning: int = 0,
+) -> StreamBody:
+    """The events of a streamed response of ``n`` tokens (cached).
+
+    ``reasoning``: chat's first tokens come as ``delta.reasoning_content``, as reasoning
+    models stream them (vLLM's reasoning parsers), the rest as ``delta.content``.
+    """
+    usage_tail: dict[str, object] = {"usage": None} if include_usage else {}
+    if chat:
+        base = {"id": "chatcmpl-exact", "object": "chat.completion.chunk",
+                "created": CREATED, "model": model}
+
+        def event(delta: dict[str, str], finish: str | None) -> bytes:
+            obj = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                        "finish_reason": finish}], **usage_tail}
+            return _frame(b"data: " + _dumps(obj) + sep, chunked)
+
+        prologue = event({"role": "assistant", "content": ""}, None)
+        words = token_words(n)
+        tokens = tuple(event({"reasoning_content" if k < reasoning else "content": w},
+                             "length" if k == n - 1 else None)
+                       for k, w in enumerate(words))
+    else:
+        base = {"id": "cmpl-exact", "object": "text_completion", "created": CREATED,
+                "model": model}
+
+        def cevent(text: str, finish: str | None) -> bytes:
+            obj = {**base, "choices": [{"index": 0, "text": text, "logprobs": None,
+                                        "finish_reason": finish, "stop_reason": None}],
+                   **usage_tail}
+            return _frame(b"data: " + _dumps(obj) + sep, chunked)
+
+        prologue = b""
+        words = token_words(n)
+        tokens = tuple(cevent(w, "length" if k == n - 1 else None)
+                       for k, w in enumerate(words))
+    done = _frame(b"data: [DONE]" + sep, chunked) + (CHUNK_END if chunked else b"")
+    return StreamBody(prologue, tokens, done, chat, model, sep, chunked)
+
+
+@lru_cache(maxsize=256)
+def render_full(chat: bool, n: int, model: str) -> tuple[bytes, bytes]:
+    """A non-streamed body of ``n`` tokens, split around its ``usage`` value."""
+    text = "".join(token_words(n))
+    if chat:
+        obj: dict[str, object] = {
+            "id": "chatcmpl-exact", "object": "chat.completion", "created": CREATED,
+            "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "logprobs": None, "finish_reason": "length"}],
+        }
+    else:
+        obj = {
+            "id": "cmpl-exact", "object": "text_completion", "created": CREATED,
+            "model": model,
+            "choices": [{"index": 0, "text": text, "logprobs": None,
+                         "finish_reason": "length"}],
+        }
+    body = _dumps(obj)
+    return body[:-1] + b',"usage":', b"}"
+
+
+def json_response(status: int, obj: object, reason: str = "") -> bytes:
+    """A complete JSON response with ``Content-Length`` (keeps the connection open)."""
+    body = _dumps(obj)
+    reason = reason or {200: "OK", 400: "Bad Request", 401: "Unauthorized",
+                        404: "Not Found", 429: "Too Many Requests",
+                        500: "Internal Server Error", 503: "Service Unavailable"}.get(
+                            status, "Error")
+    return (b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+            % (status, reason.encode(), len(body))) + body
