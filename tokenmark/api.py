@@ -11,7 +11,7 @@ import asyncio
 import datetime as dt
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from tokenmark.loadgen.runner import Runner, RunnerStats, RunOutcome
 from tokenmark.metrics.endpoints import EndpointBreakdown
 from tokenmark.metrics.summary import Accumulator, Summary, summarize
 from tokenmark.mllog import RunFacts
+from tokenmark.output.accuracy import AccuracyRecorder, accuracy_recorder
 from tokenmark.output.mlperf import write_mlperf_logs
 from tokenmark.output.records import RECORDS_FILE, JsonlRecordSink
 from tokenmark.output.results import (
@@ -123,11 +124,14 @@ def run_benchmark(
     progress: ProgressFn | None = None,
     drain_timeout_s: float = 0.0,
     trace: tuple[np.ndarray, np.ndarray] | None = None,
+    encode: Callable[[str], Sequence[int]] | None = None,
 ) -> RunResult:
     """Run one benchmark and write its results folder. Raises ConfigError on bad input.
 
     ``trace`` (send offsets in ns, dataset indices) replaces the scenario's schedule: the
-    run replays the trace's timing (the ``trace`` pattern).
+    run replays the trace's timing (the ``trace`` pattern). ``encode`` turns returned
+    text into token ids for ``mlperf_log_accuracy.json`` when a system answers in text
+    (an HTTP target): give the model's tokenizer.
     """
     if trace is not None:
         offsets, samples = trace
@@ -145,19 +149,23 @@ def run_benchmark(
     factory = sut if callable(sut) else (lambda c: make_sut(sut, c))
     system = factory(clock)
     started = dt.datetime.now(dt.UTC)
+    recorder = accuracy_recorder(output_dir, eff, encode=encode)
     coro = _run_async(eff, schedule, dataset, system, clock, output_dir, progress,
-                      drain_timeout_s)
+                      drain_timeout_s, recorder)
     if isinstance(clock, FakeClock):
         outcome, summary, verdicts, anchor, per_endpoint = run_virtual(coro, clock)
     else:
         outcome, summary, verdicts, anchor, per_endpoint = asyncio.run(coro)
     doc = _document(layered, eff, dataset, system, summary, verdicts, outcome, started,
                     anchor, virtual_time)
+    if recorder is not None:
+        doc["accuracy_log"] = recorder.stats.to_json()
     if any(name != "(none)" for name in per_endpoint):
         doc["summary"]["per_endpoint"] = per_endpoint
     if eff.is_mlperf:
         facts = _run_facts(layered, dataset, system, summary, outcome, started, anchor)
-        logs = write_mlperf_logs(output_dir, eff, summary, verdicts, schedule, facts)
+        logs = write_mlperf_logs(output_dir, eff, summary, verdicts, schedule, facts,
+                                 accuracy_written=recorder is not None)
         doc["files"]["mlperf_logs"] = [p.name for p in logs]
     write_json_atomic(output_dir / RESULTS_FILE, doc)
     if outcome.interrupted and "Ctrl-C" in outcome.interrupt_reason:
@@ -176,6 +184,7 @@ async def _run_async(
     output_dir: Path,
     progress: ProgressFn | None,
     drain_timeout_s: float,
+    recorder: AccuracyRecorder | None,
 ) -> tuple[RunOutcome, Summary, Verdicts, tuple[int, int], dict[str, Any]]:
     sink = JsonlRecordSink(output_dir / RECORDS_FILE)
     acc = Accumulator()
@@ -189,6 +198,7 @@ async def _run_async(
         consumers=[acc.add, endpoints.add],
         max_concurrency=eff.max_concurrency,
         drain_timeout_ns=int(drain_timeout_s * 1e9),
+        outputs=recorder,
     )
     loop = asyncio.get_running_loop()
     handled = _install_sigint(loop, runner)
@@ -205,6 +215,8 @@ async def _run_async(
         if handled:
             loop.remove_signal_handler(signal.SIGINT)
         sink.close()
+        if recorder is not None:
+            recorder.close()
         await system.stop()
     data = acc.finish(outcome.scheduled, interrupted=outcome.interrupted,
                       reason=outcome.interrupt_reason)

@@ -578,14 +578,14 @@ def _summary_parameters(eff: EffectiveSettings, v: _View) -> list[str]:
         f"sample_index_rng_seed : {seeds.sample_index}",
         f"schedule_rng_seed : {seeds.schedule}",
         f"accuracy_log_rng_seed : {seeds.accuracy_log}",
-        "accuracy_log_probability : 0",
-        "accuracy_log_sampling_target : 0",
+        f"accuracy_log_probability : {fmt_g(eff.requested.accuracy_log_probability)}",
+        f"accuracy_log_sampling_target : {eff.requested.accuracy_log_sampling_target}",
         "print_timestamps : 0",
-        "performance_issue_unique : 0",
-        "performance_issue_same : 0",
-        "performance_issue_same_index : 0",
+        f"performance_issue_unique : {int(eff.requested.performance_issue_unique)}",
+        f"performance_issue_same : {int(eff.requested.performance_issue_same)}",
+        f"performance_issue_same_index : {eff.requested.performance_issue_same_index}",
         f"performance_sample_count : {eff.performance_sample_count}",
-        f"accuracy_sample_count : {eff.total_sample_count}",
+        f"accuracy_sample_count : {eff.accuracy_sample_count or eff.total_sample_count}",
     ]
     if eff.sample_concatenate_permutation:
         out += list(_CONCAT_WARNING)
@@ -759,12 +759,12 @@ def _log_requested(w: _DetailWriter, eff: EffectiveSettings, v: _View) -> None:
     w.log("requested_sample_index_rng_seed", r.seeds.sample_index)
     w.log("requested_schedule_rng_seed", r.seeds.schedule)
     w.log("requested_accuracy_log_rng_seed", r.seeds.accuracy_log)
-    w.log("requested_accuracy_log_probability", 0.0)
-    w.log("requested_accuracy_log_sampling_target", 0)
+    w.log("requested_accuracy_log_probability", float(r.accuracy_log_probability))
+    w.log("requested_accuracy_log_sampling_target", r.accuracy_log_sampling_target)
     w.log("requested_print_timestamps", False)
-    w.log("requested_performance_issue_unique", False)
-    w.log("requested_performance_issue_same", False)
-    w.log("requested_performance_issue_same_index", 0)
+    w.log("requested_performance_issue_unique", r.performance_issue_unique)
+    w.log("requested_performance_issue_same", r.performance_issue_same)
+    w.log("requested_performance_issue_same_index", r.performance_issue_same_index)
     w.log("requested_performance_sample_count_override", r.performance_sample_count)
     w.log("requested_accuracy_sample_count_override", 0)
     w.log("requested_sample_concatenate_permutation", r.sample_concatenate_permutation)
@@ -794,14 +794,14 @@ def _log_effective(w: _DetailWriter, eff: EffectiveSettings, v: _View) -> None:
     w.log("effective_sample_index_rng_seed", seeds.sample_index)
     w.log("effective_schedule_rng_seed", seeds.schedule)
     w.log("effective_accuracy_log_rng_seed", seeds.accuracy_log)
-    w.log("effective_accuracy_log_probability", 0.0)
-    w.log("effective_accuracy_log_sampling_target", 0)
+    w.log("effective_accuracy_log_probability", float(eff.requested.accuracy_log_probability))
+    w.log("effective_accuracy_log_sampling_target", eff.requested.accuracy_log_sampling_target)
     w.log("effective_print_timestamps", False)
-    w.log("effective_performance_issue_unique", False)
-    w.log("effective_performance_issue_same", False)
-    w.log("effective_performance_issue_same_index", 0)
+    w.log("effective_performance_issue_unique", eff.requested.performance_issue_unique)
+    w.log("effective_performance_issue_same", eff.requested.performance_issue_same)
+    w.log("effective_performance_issue_same_index", eff.requested.performance_issue_same_index)
     w.log("effective_performance_sample_count", eff.performance_sample_count)
-    w.log("effective_accuracy_sample_count", eff.total_sample_count)
+    w.log("effective_accuracy_sample_count", eff.accuracy_sample_count or eff.total_sample_count)
     w.log("effective_sample_concatenate_permutation", eff.sample_concatenate_permutation)
 
 

@@ -19,7 +19,7 @@ Two kinds of schedule exist:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 import numpy as np
@@ -127,31 +127,59 @@ def build_schedule(eff: EffectiveSettings, dataset_size: int) -> Schedule:
 
 
 def _mlperf_schedule(eff: EffectiveSettings, dataset_size: int) -> Schedule:
+    """LoadGen's queries for ``eff``: one loaded set in performance mode, all in accuracy.
+
+    Accuracy mode issues every loadable set of the accuracy sample count in turn, as
+    LoadGen does (``RunAccuracyMode``): each set's queries are generated afresh (the
+    sample-index stream restarts per set) and LoadGen's sequence ids run on across sets,
+    so here the sets' queries are concatenated, query ids continuing. Their times are
+    shifted by the preceding sets' generated durations (LoadGen waits for a set to finish
+    before it issues the next; accuracy mode has no timing result, so only the order
+    matters). ``loaded_set`` and the ``generated_*`` facts are the first set's, what the
+    detail log reports once. The ``performance_issue_*`` audit settings (compliance runs)
+    reach :func:`~tokenmark.lgrandom.generate_queries` unchanged.
+    """
     loadgen = eff.scenario.loadgen
-    spq = eff.samples_per_query
-    count = eff.total_sample_count if eff.mode is Mode.ACCURACY else eff.performance_sample_count
-    count = min(count, dataset_size)
-    padding = spq - 1 if loadgen is Scenario.MULTI_STREAM else 0
-    sets = lgrandom.loadable_sets(count, eff.performance_sample_count, eff.seeds.qsl, padding)
-    loaded = sets[0]
-    gen = lgrandom.generate_queries(eff, loaded, min(eff.performance_sample_count, count))
-    sizes = np.asarray(gen.query_sizes, dtype=np.int64)
-    query_id = np.repeat(np.arange(sizes.shape[0], dtype=np.int64), sizes)
-    sched_q = np.asarray(gen.scheduled_ns, dtype=np.int64)
-    duration = int(gen.generated_query_duration_ns)
-    if loadgen is Scenario.OFFLINE:
-        scheduled = np.zeros(query_id.shape[0], dtype=np.int64)
-    else:
-        scheduled = sched_q[query_id]
+    r = eff.requested
+    capped = eff if dataset_size >= eff.total_sample_count else _replace_total(eff, dataset_size)
+    pairs = lgrandom.loadable_sets_for(
+        capped, accuracy_sample_count=eff.accuracy_sample_count or eff.total_sample_count)
+    samples: list[np.ndarray] = []
+    qids: list[np.ndarray] = []
+    times: list[np.ndarray] = []
+    first: lgrandom.GeneratedQueries | None = None
+    q_base = 0
+    t_base = 0
+    for loaded, end in pairs:
+        gen = lgrandom.generate_queries(
+            eff, loaded, end,
+            performance_issue_unique=r.performance_issue_unique,
+            performance_issue_same=r.performance_issue_same,
+            performance_issue_same_index=r.performance_issue_same_index,
+        )
+        if first is None:
+            first = gen
+        sizes = np.asarray(gen.query_sizes, dtype=np.int64)
+        qid = np.repeat(np.arange(sizes.shape[0], dtype=np.int64), sizes)
+        samples.append(np.asarray(gen.sample_index, dtype=np.int64))
+        qids.append(qid + q_base)
+        if loadgen is Scenario.OFFLINE:
+            times.append(np.zeros(qid.shape[0], dtype=np.int64))
+        else:
+            times.append(np.asarray(gen.scheduled_ns, dtype=np.int64)[qid] + t_base)
+        q_base += int(sizes.shape[0])
+        t_base += int(gen.generated_query_duration_ns)
+    assert first is not None  # loadable_sets_for gives at least one set
+    query_count = q_base
     common = dict(
         scenario=eff.scenario,
-        sample_index=np.asarray(gen.sample_index, dtype=np.int64),
-        query_id=query_id,
-        scheduled_ns=scheduled,
-        samples_per_query=gen.samples_per_query,
-        loaded_set=tuple(loaded),
-        generated_query_count=int(sizes.shape[0]),
-        generated_query_duration_ns=duration,
+        sample_index=np.concatenate(samples),
+        query_id=np.concatenate(qids),
+        scheduled_ns=np.concatenate(times),
+        samples_per_query=first.samples_per_query,
+        loaded_set=tuple(first.loaded_set),
+        generated_query_count=first.generated_query_count,
+        generated_query_duration_ns=int(first.generated_query_duration_ns),
         max_queries=eff.max_query_count,
         max_duration_ns=eff.max_duration_ns,
     )
@@ -159,7 +187,7 @@ def _mlperf_schedule(eff: EffectiveSettings, dataset_size: int) -> Schedule:
         stop_queries = eff.min_query_count
         stop_duration = eff.target_duration_ns
         if eff.mode is Mode.ACCURACY:
-            stop_queries, stop_duration = int(sizes.shape[0]), 0
+            stop_queries, stop_duration = query_count, 0
         return Schedule(
             kind=ScheduleKind.CLOSED,
             streams=1,
@@ -168,6 +196,12 @@ def _mlperf_schedule(eff: EffectiveSettings, dataset_size: int) -> Schedule:
             **common,  # type: ignore[arg-type]
         )
     return Schedule(kind=ScheduleKind.TIMED, **common)  # type: ignore[arg-type]
+
+
+def _replace_total(eff: EffectiveSettings, dataset_size: int) -> EffectiveSettings:
+    """``eff`` over a dataset smaller than its sample counts say (capped, as before)."""
+    return replace(eff, total_sample_count=dataset_size,
+                   performance_sample_count=min(eff.performance_sample_count, dataset_size))
 
 
 def _own_timed(eff: EffectiveSettings) -> Schedule:

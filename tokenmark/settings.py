@@ -180,6 +180,14 @@ class TestSettings:
     error_rate_limit: float = 0.0
     # a label for runs that are knowingly not MLPerf-length ("demo")
     profile: str = ""
+    # accuracy mode and LoadGen's audit settings (compliance tests set these through
+    # audit.config; tokenmark.compliance.audit applies them as run modes)
+    accuracy_sample_count: int = 0  # accuracy_sample_count_override; 0: the dataset's size
+    accuracy_log_probability: float = 0.0
+    accuracy_log_sampling_target: int = 0
+    performance_issue_unique: bool = False
+    performance_issue_same: bool = False
+    performance_issue_same_index: int = 0
 
     def with_(self, **changes: object) -> TestSettings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -212,6 +220,8 @@ class EffectiveSettings:
     max_concurrency: int
     warmup_ns: int
     cooldown_ns: int
+    #: Samples accuracy mode covers: ``[0, accuracy_sample_count)`` of the dataset.
+    accuracy_sample_count: int = 0
 
     @property
     def is_mlperf(self) -> bool:
@@ -269,6 +279,9 @@ def effective(requested: TestSettings, dataset_size: int) -> EffectiveSettings:
         # kSlack = 1.1 in LoadGen; uint64 truncation of the product.
         target_sample_count = int(1.1 * (target_duration_ns / 1e9) * target_qps)
         samples_per_query = max(min_query_count, target_sample_count)
+        if r.performance_issue_unique:
+            # TestSettingsInternal: an Offline "unique" query is the performance set once
+            samples_per_query = perf_count
         min_query_count = 1
         target_duration_ns = 0
 
@@ -303,6 +316,7 @@ def effective(requested: TestSettings, dataset_size: int) -> EffectiveSettings:
         max_concurrency=r.max_concurrency,
         warmup_ns=r.warmup_ms * 1_000_000,
         cooldown_ns=r.cooldown_ms * 1_000_000,
+        accuracy_sample_count=min(r.accuracy_sample_count or total, total),
     )
 
 
@@ -357,6 +371,22 @@ def _check_requested(r: TestSettings, dataset_size: int) -> None:
     if not 0 < r.target_latency_percentile < 1:
         raise ConfigError(
             f"target_latency_percentile must be in (0, 1) (got {r.target_latency_percentile})"
+        )
+    if not 0 <= r.accuracy_log_probability <= 1:
+        raise ConfigError(
+            f"accuracy_log_probability must be in [0, 1] (got {r.accuracy_log_probability})"
+        )
+    if r.accuracy_log_sampling_target < 0 or r.accuracy_sample_count < 0:
+        raise ConfigError("accuracy_log_sampling_target and accuracy_sample_count must be >= 0")
+    if r.performance_issue_unique and r.performance_issue_same:
+        raise ConfigError(
+            "performance_issue_unique and performance_issue_same are both set; LoadGen "
+            "refuses that combination (choose one)"
+        )
+    if r.performance_issue_same and not 0 <= r.performance_issue_same_index < dataset_size:
+        raise ConfigError(
+            f"performance_issue_same_index {r.performance_issue_same_index} is outside the "
+            f"dataset of {dataset_size} samples"
         )
     if not 0 <= r.error_rate_limit <= 1:
         raise ConfigError(f"error_rate_limit must be in [0, 1] (got {r.error_rate_limit})")

@@ -25,7 +25,7 @@ from typing import Protocol, runtime_checkable
 
 from tokenmark.records import ErrorClass, Query, TokenSource
 
-__all__ = ["ReasoningHandle", "ResponseHandle", "SystemUnderTest"]
+__all__ = ["ReasoningHandle", "ResponseHandle", "SystemUnderTest", "TokenIdsHandle"]
 
 
 class ResponseHandle(Protocol):
@@ -87,6 +87,21 @@ class ReasoningHandle(ResponseHandle, Protocol):
     def reasoning(self, n: int = 1, t_ns: int | None = None) -> None: ...
 
     def reasoning_usage(self, tokens: int) -> None: ...
+
+
+@runtime_checkable
+class TokenIdsHandle(ResponseHandle, Protocol):
+    """A :class:`ResponseHandle` that also takes the first chunk's token ids.
+
+    ``first_token_ids(ids)``: the ids of the first streamed chunk, reported when that
+    chunk arrives (what an MLPerf harness passes to LoadGen's ``FirstTokenComplete``).
+    The accuracy log writes them as ``token_data`` and TEST06 compares them with the
+    start of the completed output, so a SUT must report what it actually streamed first,
+    not a copy of the final answer. SUTs that know token ids (in-process engines) call
+    it before or with their first ``token``; others never do.
+    """
+
+    def first_token_ids(self, ids: Sequence[int]) -> None: ...
 
 
 class SystemUnderTest(Protocol):

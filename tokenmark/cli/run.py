@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,13 +27,16 @@ from tokenmark.api import (
 from tokenmark.assemble import WorkloadSpec, build_workload, http_sut_factory
 from tokenmark.cli.app import app, bad_input, err
 from tokenmark.clock import Clock
+from tokenmark.compliance.audit import apply_audit, audit_for
 from tokenmark.config.layering import build_settings, default_scenario, read_toml
 from tokenmark.config.presets import load_round, rounds
+from tokenmark.correctness_api import audit_results, hf_sut_factory
 from tokenmark.errors import BadInputError, ConfigError
 from tokenmark.loadgen.runner import RunnerStats
 from tokenmark.metrics.stats import Distribution
 from tokenmark.rules import Validity, Verdict
-from tokenmark.settings import Scenario, Seeds
+from tokenmark.settings import Mode, Scenario, Seeds
+from tokenmark.sources.hf_tokenizer import load_hf_tokenizer
 from tokenmark.sut import SystemUnderTest
 
 WL = "Workload"
@@ -158,7 +162,8 @@ def run(
         help="Sort a trace whose timestamps go backwards instead of failing.",
         rich_help_panel=WL)] = False,
     sut: Annotated[str | None, typer.Option(
-        help="Built-in system under test: latency-model or null.")] = None,
+        help="Built-in system under test: latency-model, null, or hf (a real model "
+        "in-process, --model-dir).")] = None,
     sut_ttft_ms: Annotated[float | None, typer.Option(
         help="latency-model: time to first token in ms.")] = None,
     sut_tpot_ms: Annotated[float | None, typer.Option(
@@ -218,6 +223,16 @@ def run(
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Results folder (default results/<time>-<benchmark>-<scenario>).")
     ] = None,
+    mode: Annotated[str, typer.Option(
+        help="performance, or accuracy (every sample once, outputs logged to "
+        "mlperf_log_accuracy.json; score it with 'tokenmark score').")] = "performance",
+    audit: Annotated[str | None, typer.Option(
+        help="Run as an MLPerf compliance audit: TEST06, TEST07 or TEST09 (LoadGen's "
+        "audit.config settings); TEST06/TEST09 verdict folders are written after the run.")
+    ] = None,
+    model_dir: Annotated[Path | None, typer.Option(
+        help="--sut hf: a local Hugging Face model folder served in-process on the CPU.")
+    ] = None,
     virtual_time: Annotated[bool, typer.Option(
         help="Run on a virtual clock (in-process systems only): minutes of benchmark in "
         "seconds.")] = False,
@@ -272,6 +287,8 @@ def run(
         if qps is not None:
             key = "offline_expected_qps" if sc is Scenario.OFFLINE else "target_qps"
             overrides[key] = qps
+        if mode != "performance":
+            overrides["mode"] = mode
         seeds = None
         if seed is not None:
             seeds = Seeds(qsl=seed, sample_index=seed + 1, schedule=seed + 2)
@@ -279,6 +296,10 @@ def run(
             round_name, bench, sc, profile=prof, toml=doc, toml_name=str(config or ""),
             user_conf=user_conf, overrides=overrides, seeds=seeds,
         )
+        if audit is not None:
+            layered = replace(layered, settings=apply_audit(layered.settings,
+                                                            audit_for(audit)))
+        logs_outputs = layered.settings.mode is Mode.ACCURACY or audit is not None
         ds = doc.get("dataset", {})
         spec_w = WorkloadSpec(
             size=dataset_size or ds.get("size"),
@@ -321,6 +342,8 @@ def run(
         )
         spec: SutSpec | Callable[[Clock], SystemUnderTest] = SutSpec(
             kind=sut or s.get("kind", "latency-model"), model=lm)
+        if (sut or s.get("kind")) == "hf":
+            spec = hf_sut_factory(model_dir or Path(s.get("model_dir", "")))
         tg = doc.get("target", {})
         urls = tuple(url or tg.get("urls", ()))
         if urls:
@@ -340,7 +363,11 @@ def run(
                 include_usage=include_usage, extra_body=extra_body or tg.get("extra_body", ""),
                 tokenizer="" if spec_w.tokenizer == "builtin" else spec_w.tokenizer,
                 check_models=model_check,
+                keep_text=logs_outputs,
             )
+            if logs_outputs and spec_w.tokenizer == "builtin":
+                raise ConfigError("logging outputs of an HTTP target needs the model's "
+                                  "tokenizer to turn text into token ids; give --tokenizer PATH")
             spec = http_sut_factory(cfg, workers=workers)
         eff_scenario = layered.settings.scenario
         out_dir = output or Path("results") / (
@@ -366,8 +393,17 @@ def run(
         trace_plan = None
         if workload.trace_offsets_ns is not None and workload.trace_samples is not None:
             trace_plan = (workload.trace_offsets_ns, workload.trace_samples)
+        encode = None
+        if logs_outputs and spec_w.tokenizer != "builtin":
+            encode = load_hf_tokenizer(spec_w.tokenizer).encode
         result = run_benchmark(layered, workload.dataset, spec, out_dir,
-                               virtual_time=virtual_time, progress=progress, trace=trace_plan)
+                               virtual_time=virtual_time, progress=progress, trace=trace_plan,
+                               encode=encode)
+        if audit is not None and audit.upper() in ("TEST06", "TEST09") and (
+                out_dir / "mlperf_log_accuracy.json").is_file():
+            verdict = audit_results(audit, out_dir)
+            err.print(f"{verdict.test}: {'PASS' if verdict.passed else 'FAIL'} "
+                      f"({verdict.folder})", highlight=False)
     except BadInputError as e:
         raise bad_input(e) from None
     finally:

@@ -72,6 +72,7 @@ _FIELD_TYPES: dict[str, str] = {
     "max_query_count": "int",
     "performance_sample_count": "int",
     "total_sample_count": "int",
+    "accuracy_sample_count": "int",
     "sample_concatenate_permutation": "bool",
     "use_token_latencies": "bool",
     "target_latency_percentile": "float",
@@ -220,7 +221,7 @@ def read_user_conf(
         ("min_query_count", "min_query_count", 1),
         ("max_query_count", "max_query_count", 1),
         ("performance_sample_count_override", "performance_sample_count", 1),
-        ("accuracy_sample_count_override", "total_sample_count", 1),
+        ("accuracy_sample_count_override", "accuracy_sample_count", 1),
     ):
         v = lookup(lg, key)
         if v is not None:

@@ -443,6 +443,7 @@ def mlperf_settings(
         min_query_count=sp.min_query_count,
         performance_sample_count=sp.performance_sample_count,
         total_sample_count=sp.dataset_size,
+        accuracy_sample_count=sp.accuracy_sample_count,
         sample_concatenate_permutation=bench.sample_concatenate_permutation,
         use_token_latencies=bench.use_token_latencies,
         limits=sp.limits,

@@ -77,13 +77,19 @@ class RunOutcome:
 class _Pending:
     """The :class:`~tokenmark.sut.ResponseHandle` of one request in flight."""
 
-    __slots__ = ("_reasoned_at", "_run", "rec", "waiter")
+    __slots__ = ("_reasoned_at", "_run", "first_ids", "rec", "waiter")
 
     def __init__(self, run: Runner, rec: RequestRecord) -> None:
         self._run = run
         self.rec = rec
         self.waiter: asyncio.Future[None] | None = None
         self._reasoned_at = -1  # time of the last reasoning chunk
+        self.first_ids: tuple[int, ...] | None = None
+
+    def first_token_ids(self, ids: Sequence[int]) -> None:
+        """The ids the first chunk carried (:class:`~tokenmark.sut.TokenIdsHandle`)."""
+        if self.first_ids is None and self.rec.done_ns < 0 and self.rec.error is None:
+            self.first_ids = tuple(ids)
 
     def _t(self, t_ns: int | None) -> int:
         run = self._run
@@ -184,7 +190,11 @@ class _Pending:
         self._run._finish(self, None, None)
 
 
-OutputConsumer = Callable[[RequestRecord, Sequence[int] | None, str | None], None]
+#: Receives every finished record with its output: the token ids and text the SUT gave
+#: at completion, and the ids its first chunk carried (LoadGen's ``FirstTokenComplete``
+#: data), each ``None`` when the SUT did not give it.
+OutputConsumer = Callable[
+    [RequestRecord, Sequence[int] | None, str | None, Sequence[int] | None], None]
 
 
 class Runner:
@@ -463,7 +473,7 @@ class Runner:
         for consume in self._consumers:
             consume(rec)
         if self._outputs is not None:
-            self._outputs(rec, token_ids, text)
+            self._outputs(rec, token_ids, text, p.first_ids)
         if p.waiter is not None and not p.waiter.done():
             p.waiter.set_result(None)
         if self._slot_waiters:

@@ -6,10 +6,11 @@ directory, under LoadGen's default names:
 
 - ``mlperf_log_summary.txt`` and ``mlperf_log_detail.txt``, rendered by
   :mod:`tokenmark.mllog` (each carries one line saying tokenmark, not LoadGen, wrote it);
-- ``mlperf_log_accuracy.json`` in performance mode: LoadGen's empty accuracy log,
-  exactly ``"[\\n]\\n"`` (4 bytes), as a real 6.0.17 run leaves it when no sample is
-  sampled for accuracy logging. In accuracy mode the file would have to hold every
-  response, which the summary does not carry, so it is not written here.
+- ``mlperf_log_accuracy.json`` in performance mode when nothing is sampled for it:
+  LoadGen's empty accuracy log, exactly ``"[\\n]\\n"`` (4 bytes). A run that logs
+  responses (accuracy mode, or the audit settings ``accuracy_log_*``) writes the file
+  itself as they complete (:mod:`tokenmark.output.accuracy`) and passes
+  ``accuracy_written=True``, so it is not overwritten here.
 
 LoadGen's ``mlperf_log_trace.json`` is not written. Each file is written to a temporary
 name, flushed and fsynced, then renamed, so a reader never sees half a file.
@@ -48,6 +49,8 @@ def write_mlperf_logs(
     verdicts: Verdicts,
     schedule: Schedule,
     facts: RunFacts,
+    *,
+    accuracy_written: bool = False,
 ) -> list[Path]:
     """Write the LoadGen-format log files of one MLPerf-scenario run; return their paths.
 
@@ -58,7 +61,7 @@ def write_mlperf_logs(
         SUMMARY_FILE: render_summary(eff, summary, verdicts, facts),
         DETAIL_FILE: render_detail(eff, summary, verdicts, schedule, facts),
     }
-    if eff.mode is Mode.PERFORMANCE:
+    if eff.mode is Mode.PERFORMANCE and not accuracy_written:
         files[ACCURACY_FILE] = EMPTY_ACCURACY_LOG
     written = []
     for name, text in files.items():
