@@ -27,7 +27,7 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check tokenmark tests bench
 
-typecheck: $(STAMP)
+typecheck: $(STAMP) $(REALSERVERS)
 	$(BIN)/mypy tokenmark
 
 imports: $(STAMP)
