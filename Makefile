@@ -8,12 +8,12 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 # cut short by the `demo` profile (labelled on screen and in results.json).
 RUN_ARGS ?= --benchmark llama3.1-8b --scenario Server --profile demo --qps 30
 # Backends whose tests must run (a missing one fails instead of skipping).
-TOKENMARK_REQUIRE ?= postgres,hf,llamacpp
+TOKENMARK_REQUIRE ?= postgres,hf,llamacpp,browser
 # Real third-party servers for the end-to-end client tests: transformers serve (CPU torch
 # from the machine's local wheel) and llama.cpp's server (compiled here, ~4.5 min cold).
 REALSERVERS := $(VENV)/.realservers-1
 
-.PHONY: run test lint typecheck imports unit system-deps bench bench-client bench-import clean
+.PHONY: run test lint typecheck imports unit system-deps browser-deps bench bench-client bench-report bench-sim calibrate bench-import clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -42,6 +42,14 @@ system-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
 	fi
 
+# The browser tests drive Debian's Chromium through Playwright (pip, in .[dev]); never a
+# browser download ('playwright install' is not run). ENVIRONMENT.md section 7.
+browser-deps:
+	@if ! [ -x /usr/bin/chromium ]; then \
+	  echo "installing chromium (apt)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	fi
+
 $(REALSERVERS): $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check torch==2.13.0 \
 	    "transformers[serving]==5.24.0"
@@ -49,7 +57,7 @@ $(REALSERVERS): $(STAMP)
 	    --disable-pip-version-check "llama-cpp-python[server]==0.3.36"
 	touch $@
 
-unit: $(STAMP) $(REALSERVERS) system-deps
+unit: $(STAMP) $(REALSERVERS) system-deps browser-deps
 	TOKENMARK_REQUIRE=$(TOKENMARK_REQUIRE) $(BIN)/pytest
 
 test: lint typecheck imports unit
@@ -61,6 +69,16 @@ bench: $(STAMP)
 # The HTTP client against a server with exact delays, beside an aiohttp baseline
 bench-client: $(STAMP)
 	$(BIN)/python bench/openai_client.py
+
+# A million-query benchmark simulated (goal <= 60 s), and the model's calibration
+bench-sim: $(STAMP)
+	$(BIN)/python bench/sim_million.py
+
+calibrate: $(STAMP)
+	$(BIN)/python bench/calibrate.py
+
+bench-report: $(STAMP)
+	$(BIN)/python bench/report_100k.py
 
 bench-import: $(STAMP)
 	$(BIN)/python bench/import_round.py $(ROUND)

@@ -40,6 +40,7 @@ from tokenmark.output.results import (
     verdicts_json,
     write_json_atomic,
 )
+from tokenmark.records import RequestRecord
 from tokenmark.rules import ClientStats, Verdicts, evaluate
 from tokenmark.scenarios import Schedule, build_schedule, timed_trace
 from tokenmark.settings import EffectiveSettings, Scenario, effective
@@ -122,6 +123,7 @@ def run_benchmark(
     *,
     virtual_time: bool = False,
     progress: ProgressFn | None = None,
+    record_consumers: Sequence[Callable[[RequestRecord], None]] = (),
     drain_timeout_s: float = 0.0,
     trace: tuple[np.ndarray, np.ndarray] | None = None,
     encode: Callable[[str], Sequence[int]] | None = None,
@@ -151,7 +153,7 @@ def run_benchmark(
     started = dt.datetime.now(dt.UTC)
     recorder = accuracy_recorder(output_dir, eff, encode=encode)
     coro = _run_async(eff, schedule, dataset, system, clock, output_dir, progress,
-                      drain_timeout_s, recorder)
+                      drain_timeout_s, recorder, record_consumers)
     if isinstance(clock, FakeClock):
         outcome, summary, verdicts, anchor, per_endpoint = run_virtual(coro, clock)
     else:
@@ -185,6 +187,7 @@ async def _run_async(
     progress: ProgressFn | None,
     drain_timeout_s: float,
     recorder: AccuracyRecorder | None,
+    record_consumers: Sequence[Callable[[RequestRecord], None]] = (),
 ) -> tuple[RunOutcome, Summary, Verdicts, tuple[int, int], dict[str, Any]]:
     sink = JsonlRecordSink(output_dir / RECORDS_FILE)
     acc = Accumulator()
@@ -195,7 +198,7 @@ async def _run_async(
         system,
         clock,
         sinks=[sink],
-        consumers=[acc.add, endpoints.add],
+        consumers=[acc.add, endpoints.add, *record_consumers],
         max_concurrency=eff.max_concurrency,
         drain_timeout_ns=int(drain_timeout_s * 1e9),
         outputs=recorder,

@@ -26,7 +26,7 @@ from typing import Any
 from tokenmark import analyses
 from tokenmark.errors import AnalysisError, BadInputError
 from tokenmark.importer import FileError, Limits, canonical_benchmark, canonical_scenario, scan
-from tokenmark.resultrows import Label, ResultRow
+from tokenmark.resultrows import Label, ResultRow, RunRecord
 from tokenmark.store import Store, WriteCounts
 from tokenmark.store import engine as store_engine
 
@@ -36,9 +36,11 @@ __all__ = [
     "compare",
     "db_status",
     "db_upgrade",
+    "get_run",
     "import_results",
     "leaderboard",
     "list_results",
+    "list_runs",
     "reproducibility",
     "resolve_benchmark",
     "resolve_scenario",
@@ -196,6 +198,34 @@ def list_results(
     return _rows(db, benchmark=resolve_benchmark(benchmark) if benchmark else None,
                  scenario=resolve_scenario(scenario) if scenario else None, round=round,
                  division=division, submitter=submitter, system_id=system_id, label=label)
+
+
+def list_runs(
+    *, db: PathLike | None = None, benchmark: str | None = None,
+    scenario: str | None = None, round: str | None = None, system_id: str | None = None,
+) -> list[RunRecord]:
+    """The user's own runs stored in the database, newest first (the web UI's runs list)."""
+    filters = {"benchmark": resolve_benchmark(benchmark) if benchmark else None,
+               "scenario": resolve_scenario(scenario) if scenario else None,
+               "round": round, "system_id": system_id}
+    with Store.open(db) as st:
+        return st.runs(filters)
+
+
+def get_run(run_hash: str, *, db: PathLike | None = None) -> RunRecord:
+    """One stored run by its hash or an unambiguous prefix of at least 8 characters."""
+    key = run_hash.strip().lower()
+    if len(key) < 8 or any(c not in "0123456789abcdef" for c in key):
+        raise BadInputError(f"{run_hash!r} is not a run hash; give 8 or more hex digits "
+                            "(the runs list shows them)")
+    with Store.open(db) as st:
+        found = st.runs(run_hash=key)
+    if not found:
+        raise BadInputError(f"no stored run {key}; list runs with the web UI or import one "
+                            "with 'tokenmark import RESULTS_FOLDER'")
+    if len(found) > 1:
+        raise BadInputError(f"run hash prefix {key} matches {len(found)} runs; give more digits")
+    return found[0]
 
 
 def leaderboard(

@@ -1,6 +1,9 @@
-"""The performance model against numbers computed by hand from the data files."""
+"""The performance model against numbers computed by hand from the data files and the
+models' config.json figures."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
@@ -13,22 +16,55 @@ from tokenmark.perfmodel import (
     Precision,
     ReplicaEngine,
     ServingPolicy,
+    Topology,
     find_accelerator,
     find_model,
 )
 
 H200 = find_accelerator("H200")
 L8B = find_model("llama3.1-8b")
+# Llama-3.1-8B config.json: untied embeddings of 128256 x 4096
+HEAD = 128256 * 4096
+BODY = 8.03e9 - 2 * HEAD
 
 
 def test_data_files_load_with_aliases():
     assert find_accelerator("h200 sxm") is H200 and H200.hbm_tb_s == 4.8
     assert find_accelerator("MI355X").tflops["fp8"] == 5000
     assert find_model("Llama-3.1-8B") is L8B and L8B.layers == 32
+    assert find_model("llama3_1-8b") is L8B  # LoadGen's spelling
+    assert find_model("llama2-70b-interactive-99") is find_model("llama2-70b-99")
     with pytest.raises(ConfigError, match="unknown accelerator 'H9000'"):
         find_accelerator("H9000")
     with pytest.raises(ConfigError, match="unknown model"):
         find_model("llama9")
+    assert Precision.parse("NVFP4") is Precision.FP4
+    with pytest.raises(ConfigError, match="unknown precision"):
+        Precision.parse("int3")
+
+
+def test_accelerators_added_for_the_published_results():
+    l40s = find_accelerator("L40S")
+    assert (l40s.hbm_gb, l40s.hbm_tb_s, l40s.tflops["fp8"]) == (48, 0.864, 733)
+    assert find_accelerator("H100 NVL").hbm_gb == 94
+    assert find_accelerator("GH200 144GB").hbm_tb_s == 4.9
+    assert find_accelerator("Arc Pro B60").tflops["fp8"] == 0  # no FP8 tensor path
+    assert find_accelerator("GB300").scale_up_domain == 72  # NVL72
+    assert find_accelerator("H100").scale_up_domain == 8
+    assert find_accelerator("B200").lowest_precision is Precision.FP4
+    assert find_accelerator("H100").lowest_precision is Precision.FP8
+
+
+@pytest.mark.parametrize(("bench", "hidden", "moe_inter", "moe_layers"), [
+    ("mixtral-8x7b", 4096, 14336, 32),  # 8 experts in all 32 layers
+    ("deepseek-r1", 7168, 2048, 58),  # first_k_dense_replace 3 of 61 layers
+    ("qwen3-vl-235b-a22b", 4096, 1536, 94),
+    ("gpt-oss-120b", 2880, 2880, 36),
+])
+def test_expert_size_derived_from_totals_matches_config(bench, hidden, moe_inter, moe_layers):
+    # one routed expert over all MoE layers: gate, up and down projections
+    from_config = 3 * hidden * moe_inter * moe_layers
+    assert find_model(bench).expert_params == pytest.approx(from_config, rel=0.01)
 
 
 def test_kv_cache_sizes():
@@ -37,6 +73,8 @@ def test_kv_cache_sizes():
     assert d.kv_capacity_tokens == int((141e9 * 0.9 - 8.03e9 * 2) // (32 * 2 * 8 * 128 * 2))
     r1 = find_model("deepseek-r1")
     assert r1.mla and r1.kv_values_per_token() == 61 * (512 + 64)
+    # FP8 weights keep an FP8 KV cache by default
+    assert Deployment(H200, L8B, Precision.FP8).kv_bytes_per_token == 32 * 2 * 8 * 128
 
 
 def test_moe_weights_read_grow_with_batch():
@@ -53,21 +91,50 @@ def test_decode_step_is_memory_bound_with_hand_computed_time():
     kv = 32 * 2 * 8 * 128 * 2
     bytes_ = 8.03e9 * 2 + kv * 64 * 1000 + kv * 64
     assert cost.memory_ns == int(bytes_ / (4.8e12 * 0.8) * 1e9)
-    flops = 2 * 8.03e9 * 64 + 4 * 32 * 32 * 128 * 64 * 1000
+    # body and output head for each of the 64 tokens, plus QK and AV over 1000 tokens
+    flops = 2 * (BODY + HEAD) * 64 + 4 * 32 * 32 * 128 * 64 * 1000
     assert cost.compute_ns == int(flops / (989e12 * 0.5) * 1e9)
     assert cost.binding == "memory"
-    assert cost.total_ns == int(cost.memory_ns + 1_000_000 + (bytes_ / (4.8e12 * 0.8) * 1e9
-                                                             - cost.memory_ns))
+    assert cost.total_ns == int(bytes_ / (4.8e12 * 0.8) * 1e9 + 1_000_000)
+    split = cost.breakdown()
+    assert split["prefill_compute"] == split["decode_compute"] == 0
+    assert sum(split.values()) == pytest.approx(cost.total_ns, abs=2)
     big = CostModel(Deployment(H200, L8B, efficiency=eff)).step([(8192, 0)], [])
-    assert big.binding == "compute"
+    assert big.binding == "compute" and big.breakdown()["prefill_compute"] > 0
 
 
-def test_tensor_parallel_adds_communication():
+def test_prefill_chunk_flops_by_hand():
+    eff = Efficiency(mfu=1.0, mbu=1.0, step_overhead_ns=0)
+    cost = CostModel(Deployment(H200, L8B, efficiency=eff)).step([(100, 50)], [])
+    # 100 new tokens after 50 cached: pairs = 100*50 + 100*101/2; one logit
+    pairs = 100 * 50 + 100 * 101 / 2
+    flops = 2 * BODY * 100 + 2 * HEAD + 4 * 32 * 32 * 128 * pairs
+    assert cost.compute_ns == int(flops / 989e12 * 1e9)
+
+
+def test_tensor_parallel_all_reduce_by_hand():
     l70 = find_model("llama2-70b-99")
-    one = CostModel(Deployment(H200, l70, Precision.FP8, tp=2)).step([], [500] * 32)
-    assert one.comm_ns > 0
-    single = CostModel(Deployment(H200, L8B)).step([], [500] * 32)
-    assert single.comm_ns == 0
+    eff = Efficiency(link_efficiency=0.5, allreduce_latency_ns=10_000)
+    d = Deployment(H200, l70, Precision.FP8, tp=2, efficiency=eff)
+    cost = CostModel(d).step([], [500] * 32)
+    # 2 all-reduces per layer of 32 tokens x 8192 bf16 values; ring: 2(n-1)/n of the
+    # bytes over one direction of the 900 GB/s NVLink at 50%
+    per_op = 2 * (2 - 1) / 2 * 32 * 8192 * 2 / (450 * 0.5)
+    assert cost.comm_ns == int(80 * 2 * (per_op + 10_000))
+    assert CostModel(Deployment(H200, L8B)).step([], [500] * 32).comm_ns == 0
+    # a tensor-parallel group wider than its scale-up domain pays the scale-out network
+    wide = Deployment(H200, l70, Precision.FP8, tp=16, efficiency=eff,
+                      topology=Topology(nodes=2, per_node=8, scale_out_gb_s=50))
+    assert wide.tp_spans_domains
+    per_op_out = 2 * 15 / 16 * 32 * 8192 * 2 / (50 * 0.5)
+    assert CostModel(wide).step([], [500] * 32).comm_ns == int(80 * 2 * (per_op_out + 10_000))
+
+
+def test_size_exponent_scales_compute_efficiency():
+    eff = Efficiency(mfu=0.6, size_exponent=1.0)
+    assert eff.mfu_for(8192) == pytest.approx(0.6)
+    assert eff.mfu_for(4096) == pytest.approx(0.3)
+    assert eff.mfu_for(16384) == pytest.approx(0.98)  # capped
 
 
 def test_engine_token_events_and_lifecycle():
@@ -114,10 +181,86 @@ def test_kv_capacity_limits_admission_and_rejects_impossible_requests():
     assert seen.index((1, EventKind.DONE)) < seen.index((2, EventKind.FIRST))
 
 
+def _drain(e: ReplicaEngine) -> list[tuple[int, int, str]]:
+    """(time, rid, kind) of every first token and completion, stepping with advance."""
+    t = 0
+    out = []
+    while e.has_work:
+        o = e.advance()
+        t += o.plan.cost.total_ns
+        out += [(t, r, "first") for r in o.first] + [(t, r, "done") for r in o.done]
+    return out
+
+
+def test_run_decode_equals_stepping_one_step_at_a_time():
+    def loaded() -> ReplicaEngine:
+        e = ReplicaEngine(Deployment(H200, L8B, Precision.FP8))
+        for i in range(40):
+            e.submit(i, 200 + 13 * i, 5 + 7 * i)
+        while not e.decode_only:  # admit and prefill everything
+            e.advance()
+        return e
+
+    a, b = loaded(), loaded()
+    slow = [(t, r) for t, r, k in _drain(a) if k == "done"]
+    t_end, fast = b.run_decode(0, 1 << 62)
+    assert fast == slow and not b.has_work
+    assert a.stats.busy_ns == b.stats.busy_ns and a.stats.steps == b.stats.steps
+    assert a.stats.decode_tokens == b.stats.decode_tokens
+    # a horizon stops it before the first step that would start at or after it
+    c = loaded()
+    before = c.steps
+    first_step = c.cost.decode_cost(c._n_dec, c._ctx).total_ns
+    end, _ = c.run_decode(0, first_step)
+    assert end == first_step and c.steps == before + 1
+
+
+def test_beam_search_reserves_and_decodes_every_beam():
+    pol = ServingPolicy(beams=4)
+    d = Deployment(H200, L8B, policy=pol)
+    e = ReplicaEngine(d)
+    e.submit(1, 100, 3)
+    o = e.advance()
+    assert o.first == [1] and e._reserved == 100 + 4 * 3
+    o = e.advance()
+    assert o.plan.decode_tokens == 4 and o.plan.batch == 4
+    o = e.advance()
+    assert o.done == [1] and e._reserved == 0 and e.tokens_out == 1 + 4 + 4
+
+
+def test_disaggregated_engines_split_prefill_and_decode():
+    d = Deployment(H200, L8B)
+    pre = ReplicaEngine(d, prefill_only=True)
+    pre.submit(1, 500, 4)
+    o = pre.advance()
+    assert o.first == [1] and o.done == [1] and pre._reserved == 0
+    dec = ReplicaEngine(d)
+    dec.submit(1, 500, 4, prefilled=True)
+    decodes = []
+    while dec.has_work:
+        o = dec.advance()
+        decodes.append(o.plan.decode_tokens)
+        assert o.plan.prefill_tokens == 0 and o.first == []
+    assert decodes == [1, 1, 1] and o.done == [1]  # tokens 2..4; the first came with prefill
+
+
 def test_deployments_that_cannot_run():
     with pytest.raises(ConfigError, match=r"needs 138 GB of weights; 1 x H200"):
         ReplicaEngine(Deployment(H200, find_model("llama2-70b-99"), Precision.BF16))
     with pytest.raises(ConfigError, match="H100 has no dense fp4"):
         Deployment(find_accelerator("H100"), L8B, Precision.FP4).check()
+    with pytest.raises(ConfigError, match="expert parallelism 2 needs a mixture-of-experts"):
+        Deployment(H200, L8B, ep=2, tp=2).check()
+    mix = find_model("mixtral-8x7b")
+    with pytest.raises(ConfigError, match="expert parallelism 3 does not divide the 4"):
+        Deployment(H200, mix, tp=4, ep=3).check()
+    with pytest.raises(ConfigError, match="pipeline parallelism 40 exceeds"):
+        Deployment(H200, L8B, pp=40).check()
+    with pytest.raises(ConfigError, match=r"2 replicas x tp 2 x pp 1 = 4 accelerators, but "
+                                          r"the topology has 8 \(1 nodes x 8\)"):
+        Deployment(H200, L8B, tp=2, replicas=2, topology=Topology(1, 8)).check()
+    with pytest.raises(ConfigError, match="needs at least one decode replica"):
+        replace(Deployment(H200, L8B, replicas=2),
+                policy=ServingPolicy(prefill_replicas=2)).check()
     label = Deployment(H200, L8B).label
     assert label == "emulated H200 x1, llama3.1-8b, bf16"

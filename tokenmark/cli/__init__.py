@@ -12,7 +12,9 @@ import traceback
 
 from tokenmark.api import EXIT_INTERNAL
 from tokenmark.cli import correctness as _correctness  # noqa: F401
+from tokenmark.cli import faces as _faces  # noqa: F401  (registers its commands)
 from tokenmark.cli import run as _run  # noqa: F401  (registers its commands)
+from tokenmark.cli import simulate as _simulate  # noqa: F401  (registers its commands)
 from tokenmark.cli import store as _store  # noqa: F401  (registers its commands)
 from tokenmark.cli.app import app, err
 

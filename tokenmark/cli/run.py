@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -12,7 +11,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
@@ -26,13 +24,13 @@ from tokenmark.api import (
 )
 from tokenmark.assemble import WorkloadSpec, build_workload, http_sut_factory
 from tokenmark.cli.app import app, bad_input, err
+from tokenmark.cli.progress import ProgressMode, progress_view
 from tokenmark.clock import Clock
 from tokenmark.compliance.audit import apply_audit, audit_for
 from tokenmark.config.layering import build_settings, default_scenario, read_toml
 from tokenmark.config.presets import load_round, rounds
 from tokenmark.correctness_api import audit_results, hf_sut_factory
 from tokenmark.errors import BadInputError, ConfigError
-from tokenmark.loadgen.runner import RunnerStats
 from tokenmark.metrics.stats import Distribution
 from tokenmark.rules import Validity, Verdict
 from tokenmark.settings import Mode, Scenario, Seeds
@@ -241,6 +239,9 @@ def run(
         "~/.local/share/tokenmark/results.db).")] = None,
     no_db: Annotated[bool, typer.Option(
         "--no-db", help="Do not store the run in the results database.")] = False,
+    progress_mode: Annotated[ProgressMode, typer.Option(
+        "--progress", help="Live view: auto (on a terminal, unless -q/--json), live, "
+        "jsonl (a JSON line a second on stderr, for scripts) or off.")] = ProgressMode.AUTO,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the verdicts.")] = False,
     json_out: Annotated[bool, typer.Option(
         "--json", help="Print results.json to stdout instead of tables.")] = False,
@@ -383,22 +384,21 @@ def run(
             "[yellow]demo profile:[/] a short run judged by LoadGen's rules, "
             "not an MLPerf-length run. Results are unverified."
         )
-    live: Live | None = None
-    if show and sys.stderr.isatty():
-        live = Live(Text("starting..."), console=err, refresh_per_second=4, transient=True)
-    progress = _progress(live) if live is not None else None
+    view = progress_view(layered.settings, len(workload.dataset), quiet=quiet,
+                         json_out=json_out, mode=progress_mode, console=err)
     try:
-        if live is not None:
-            live.start()
         trace_plan = None
         if workload.trace_offsets_ns is not None and workload.trace_samples is not None:
             trace_plan = (workload.trace_offsets_ns, workload.trace_samples)
         encode = None
         if logs_outputs and spec_w.tokenizer != "builtin":
             encode = load_hf_tokenizer(spec_w.tokenizer).encode
-        result = run_benchmark(layered, workload.dataset, spec, out_dir,
-                               virtual_time=virtual_time, progress=progress, trace=trace_plan,
-                               encode=encode)
+        with view:
+            result = run_benchmark(
+                layered, workload.dataset, spec, out_dir, virtual_time=virtual_time,
+                progress=view.update if view.active else None,
+                record_consumers=[view.consume] if view.active else (), trace=trace_plan,
+                encode=encode)
         if audit is not None and audit.upper() in ("TEST06", "TEST09") and (
                 out_dir / "mlperf_log_accuracy.json").is_file():
             verdict = audit_results(audit, out_dir)
@@ -406,9 +406,6 @@ def run(
                       f"({verdict.folder})", highlight=False)
     except BadInputError as e:
         raise bad_input(e) from None
-    finally:
-        if live is not None:
-            live.stop()
     _print_result(result, quiet=quiet, json_out=json_out)
     if not no_db:
         _store(result, db, quiet=quiet or json_out)
@@ -437,18 +434,6 @@ def _store(result: RunResult, db: str | None, *, quiet: bool) -> None:
                   soft_wrap=True)
     elif not quiet:
         err.print(f"stored in {report.db} (unverified)", highlight=False)
-
-
-def _progress(live: Live) -> Any:
-    def update(st: RunnerStats, elapsed: float) -> None:
-        rate = st.output_tokens / elapsed if elapsed > 0 else 0.0
-        live.update(Text(
-            f"{elapsed:6.1f} s  issued {st.issued}/{st.scheduled or '?'}  "
-            f"completed {st.completed}  in flight {st.in_flight}  failed {st.failed}  "
-            f"{rate:,.0f} output tokens/s"
-        ))
-
-    return update
 
 
 def _ms(ns: float) -> str:

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from tokenmark.resultrows import ResultRow, RunRecord, SystemRecord
 from tokenmark.store import engine as _engine
-from tokenmark.store.reader import Filters, counts, fingerprint, load_rows
+from tokenmark.store.reader import Filters, counts, fingerprint, load_rows, load_runs
 from tokenmark.store.writer import WriteCounts, write
 
 __all__ = ["Store", "WriteCounts"]
@@ -65,6 +65,12 @@ class Store:
     def rows(self, filters: Filters | None = None) -> list[ResultRow]:
         with self.engine.connect() as conn:
             return load_rows(conn, filters)
+
+    def runs(self, filters: Filters | None = None,
+             run_hash: str | None = None) -> list[RunRecord]:
+        """The user's runs (newest first); ``run_hash`` a full hash or a prefix."""
+        with self.engine.connect() as conn:
+            return load_runs(conn, filters, run_hash)
 
     def counts(self) -> dict[str, int]:
         with self.engine.connect() as conn:

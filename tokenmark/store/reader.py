@@ -17,10 +17,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tokenmark.resultrows import Label, ResultRow
+from tokenmark.resultrows import Label, ResultRow, RunFinding, RunRecord
 from tokenmark.store.schema import findings, results, runs, systems
 
-__all__ = ["Filters", "counts", "fingerprint", "load_rows"]
+__all__ = ["Filters", "counts", "fingerprint", "load_rows", "load_runs"]
 
 #: Filters :func:`load_rows` understands: column name -> wanted value (``None``: any).
 Filters = Mapping[str, "str | int | None"]
@@ -65,6 +65,38 @@ def load_rows(conn: sa.Connection, filters: Filters | None = None) -> list[Resul
         else:
             stmt = stmt.where(col == value)
     return [_row(m) for m in conn.execute(stmt).mappings()]
+
+
+def load_runs(conn: sa.Connection, filters: Filters | None = None,
+              run_hash: str | None = None) -> list[RunRecord]:
+    """The user's runs, newest first, with their result rows and findings.
+
+    ``filters`` take the names of :func:`load_rows` (applied to each run's result row);
+    ``run_hash`` selects the runs whose hash starts with it (a full hash or a prefix).
+    """
+    wanted = {**(filters or {}), "kind": "run"}
+    rows = {r.run_hash: r for r in load_rows(conn, wanted) if r.run_hash}
+    stmt = sa.select(runs).order_by(runs.c.started_utc.desc(), runs.c.run_hash)
+    if run_hash is not None:
+        stmt = stmt.where(runs.c.run_hash.startswith(run_hash, autoescape=True))
+    out: list[RunRecord] = []
+    for m in conn.execute(stmt).mappings():
+        row = rows.get(m["run_hash"])
+        if row is None:
+            continue
+        found = conn.execute(sa.select(findings).where(findings.c.run_id == m["id"])
+                             .order_by(findings.c.id)).mappings()
+        out.append(RunRecord(
+            row=row, run_hash=m["run_hash"], started_utc=m["started_utc"],
+            tokenmark_version=m["tokenmark_version"], mode=m["mode"],
+            mlperf_validity=m["mlperf_validity"], tokenmark_validity=m["tokenmark_validity"],
+            profile_note=m["profile_note"], run=m["run"], settings=m["settings"],
+            summary=m["summary"], verdicts=m["verdicts"],
+            findings=tuple(RunFinding(verdict=f["verdict"], rule=f["rule"], passed=f["passed"],
+                                      observed=f["observed"], required=f["required"],
+                                      advice=f["advice"], detail=f["detail"]) for f in found),
+        ))
+    return out
 
 
 def counts(conn: sa.Connection) -> dict[str, int]:

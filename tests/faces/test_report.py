@@ -1,0 +1,166 @@
+"""The HTML report: its data equal the records and results.json, the file is self-contained
+and escaped, the comparison's Pareto front is right, and ``tokenmark report`` writes both."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import typer
+from hypothesis import given
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from tests.faces.conftest import XSS
+from tokenmark.output.records import read_records
+from tokenmark.report import (
+    comparison_data,
+    find_runs,
+    load_results,
+    pareto_front,
+    render_comparison,
+    render_report,
+    run_report_data,
+    script_json,
+)
+from tokenmark.report.bins import LogHistogram, TimeBins, cdf_from_sorted
+
+
+def test_series_and_distributions_equal_the_records(run_dir: Path) -> None:
+    data = run_report_data(run_dir)
+    doc = load_results(run_dir)
+    recs = list(read_records(run_dir / "records.jsonl"))
+    s = data["series"]
+    w = s["bin_s"]
+    assert data["records"] and data["record_count"] == len(recs)
+    ok = [r for r in recs if r.ok]
+    # every output token and every completion is in exactly one bin
+    assert sum(s["output_tokens_per_s"]) * w == pytest.approx(sum(r.output_tokens for r in ok))
+    assert sum(s["completed_per_s"]) * w == pytest.approx(len(ok))
+    assert s["in_flight"][-1] == 0 and max(s["in_flight"]) >= 1
+    # in flight at a bin's end, recomputed from the records
+    t_end = (np.arange(len(s["t"])) + 1) * w * 1e9
+    for i in (len(t_end) // 3, len(t_end) // 2):
+        expect = sum(1 for r in recs if r.issued_ns < t_end[i] <= r.done_ns)
+        assert s["in_flight"][i] == expect
+    lat = doc["summary"]["latency_ms"]
+    for d in data["distributions"]:
+        exact = lat[d["name"]]
+        assert d["count"] == exact["count"] > 0
+        assert d["percentiles"] == exact["percentiles"]
+        assert sum(d["hist"]["counts"]) == exact["count"]
+        if d["name"] != "itl":  # CDFs of per-request values: exact extremes
+            assert d["cdf"]["x"][0] == exact["min"] and d["cdf"]["x"][-1] == exact["max"]
+        assert d["cdf"]["y"][-1] == pytest.approx(1.0)
+    limits = {d["name"]: d["limit"] for d in data["distributions"]}
+    assert limits["ttft"] == 2000.0 and limits["tpot"] == 100.0  # the v6.0 preset's
+
+
+def test_summary_only_data_without_records(run_dir: Path) -> None:
+    data = run_report_data(run_dir, records=False)
+    assert data["records"] is False and data["series"] is None
+    ttft = next(d for d in data["distributions"] if d["name"] == "ttft")
+    assert "percentiles" in ttft["cdf"]["source"] and ttft["hist"] is None
+
+
+def test_report_is_one_self_contained_file(run_dir: Path) -> None:
+    html = render_report(run_dir)
+    assert "uPlot" in html and 'id="tm-data"' in html
+    # nothing is fetched: no external scripts, styles, images or links to resources
+    assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)=", html, re.I)
+    assert not re.search(r"https?://(?!github\.com/leeoniya)", html)
+    assert "default-src 'none'" in html  # the CSP meta forbids fetching anything
+    assert 50_000 < len(html.encode()) < 2_000_000
+    block = re.search(r'id="tm-data" type="application/json">(.*?)</script>', html, re.S)
+    assert block is not None
+    data = json.loads(block.group(1))
+    assert data["distributions"][0]["name"] == "ttft"
+
+
+def test_user_strings_are_escaped(hostile_run: Path) -> None:
+    html = render_report(hostile_run)
+    assert "<script>alert" not in html and "<img src=x" not in html
+    assert "&lt;script&gt;alert(&#34;tm-xss&#34;)&lt;/script&gt;" in html
+    # inside the data block too: no "</script>" can end it early
+    block = re.search(r'id="tm-data" type="application/json">(.*?)</script>', html, re.S)
+    assert block is not None and XSS.replace("<", "") not in block.group(1)
+    assert json.loads(block.group(1))["endpoints"] == {XSS: json.loads(
+        (hostile_run / "results.json").read_text())["summary"]["per_endpoint"][XSS]}
+
+
+def test_script_json_cannot_close_its_element() -> None:
+    text = str(script_json({"a": "</script><script>x</script>", "b": "\u2028&"}))
+    assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
+    assert json.loads(text) == {"a": "</script><script>x</script>", "b": "\u2028&"}
+
+
+def test_pareto_front() -> None:
+    pts = [(100.0, 50.0), (200.0, 80.0), (150.0, 90.0), (200.0, 70.0), (50.0, 20.0)]
+    assert pareto_front(pts) == [True, False, False, True, True]
+    assert pareto_front([(1.0, 1.0), (1.0, 1.0)]) == [True, True]  # equal points both stay
+
+
+@given(st.lists(st.tuples(st.floats(0, 1e6), st.floats(0, 1e6)), min_size=1, max_size=30))
+def test_pareto_front_properties(pts: list[tuple[float, float]]) -> None:
+    front = pareto_front(pts)
+    best_x = max(x for x, _ in pts)
+    assert any(f for f, (x, _) in zip(front, pts, strict=True) if x == best_x)
+    for f, (x, y) in zip(front, pts, strict=True):
+        if f:  # nothing on the front is dominated
+            assert not any(x2 >= x and y2 <= y and (x2 > x or y2 < y) for x2, y2 in pts)
+
+
+def test_comparison_of_a_sweep(runs_root: Path) -> None:
+    folders = find_runs([runs_root])
+    assert [f.name for f in folders] == ["qps010", "qps030", "qps060"]
+    cmp = comparison_data([(f.name, None, load_results(f)) for f in folders])
+    assert [p["target_qps"] for p in cmp["points"]] == [10.0, 30.0, 60.0]
+    assert cmp["percentile_label"] == "99" and cmp["metrics"] == ["ttft", "tpot", "e2e"]
+    tput = [p["throughput"] for p in cmp["points"]]
+    assert tput == sorted(tput)  # more load, more tokens/s
+    assert cmp["points"][-1]["front"]["ttft"]  # the highest throughput is always on it
+    html = render_comparison(folders)
+    assert html.count('data-plot="pareto"') == 3 and "qps060" in html
+
+
+@given(st.lists(st.tuples(st.integers(0, 10**12), st.integers(1, 100)), max_size=300))
+def test_time_bins_keep_sums_when_they_widen(events: list[tuple[int, int]]) -> None:
+    tb = TimeBins(max_bins=16, first_width_ns=1000)
+    for t, w in events:
+        tb.add("x", np.array([t]), np.array([float(w)]))
+        tb.peak("m", np.array([t]), np.array([float(w)]))
+    assert tb.sum_series("x").sum() == sum(w for _, w in events)
+    if events:
+        assert tb.peak_series("m").max() == max(w for _, w in events)
+        assert tb.used <= 16 and max(t for t, _ in events) < tb.used * tb.width_ns
+
+
+def test_log_histogram_and_cdf() -> None:
+    vals = np.array([1_000_000, 2_000_000, 2_000_000, 50_000_000], dtype=np.int64)
+    h = LogHistogram()
+    h.add(vals)
+    edges, counts = h.display()
+    assert sum(counts) == 4 and len(edges) == len(counts) + 1
+    assert edges[0] <= 1_000_000 and edges[-1] >= 50_000_000
+    x, y = cdf_from_sorted(np.sort(vals))
+    assert x == [1e6, 2e6, 2e6, 5e7] and y == [0.25, 0.5, 0.75, 1.0]
+    big = np.arange(100_000, dtype=np.int64)
+    x, y = cdf_from_sorted(big)
+    assert len(x) <= 500 and x[-1] == 99_999 and y[-1] == 1.0
+    assert any(q >= 0.9999 for q in y)  # the tail stays drawn
+
+
+def test_report_command(cli: typer.Typer, runs_root: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cmp.html"
+    res = CliRunner().invoke(cli, ["report", str(runs_root), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    for name in ("qps010", "qps030", "qps060"):
+        assert (runs_root / name / "report.html").stat().st_size > 50_000
+    assert "Pareto" in out.read_text()
+    bad = CliRunner().invoke(cli, ["report", str(tmp_path / "nothing")])
+    assert bad.exit_code == 2 and "no such results folder" in bad.output
+    empty = CliRunner().invoke(cli, ["report", str(tmp_path)])
+    assert empty.exit_code == 2 and "no results.json" in empty.output

@@ -1,0 +1,141 @@
+"""Calibration: which published rows are eligible, that a recorded Offline trace is
+exact under any parameters, that fitting recovers parameters it was generated with, and
+the prediction error on published rows themselves."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.paths import RESULTS_CSV
+from tokenmark.perfmodel import (
+    Deployment,
+    Efficiency,
+    Precision,
+    ReplicaEngine,
+    find_accelerator,
+    find_model,
+)
+from tokenmark.sim.calibration import calibrate_published
+from tokenmark.sim.fit import OfflineTrace, fit_efficiency, predict_rate
+from tokenmark.sim.published import read_published
+
+UNIT = Efficiency(mfu=1.0, mbu=1.0, step_overhead_ns=0, seq_overhead_ns=0)
+
+
+def test_eligibility_and_reasons_on_the_published_csv():
+    rows = read_published(RESULTS_CSV)
+    assert len(rows) == 753
+    by_reason = {r.reason.split(";")[0] for r in rows if not r.eligible}
+    assert any("CPU-only" in x for x in by_reason)
+    assert any("open division" in x for x in by_reason)
+    assert any("heterogeneous" in x for x in by_reason)
+    assert any("SingleStream" in x for x in by_reason)
+    eligible = [r for r in rows if r.eligible]
+    assert len(eligible) > 600
+    gb = next(r for r in eligible if r.accelerator == "GB300")
+    assert gb.benchmark in ("deepseek-r1", "llama3.1-405b") and gb.stack == "trtllm"
+    b60 = next(r for r in rows if "B60" in r.accelerator_name)
+    assert b60.gpus_per_listed == 2  # the dual-GPU board counts as two GPUs
+    mi = next(r for r in eligible if r.accelerator == "MI300X" and "vLLM" in r.system_name)
+    assert mi.stack == "vllm"
+
+
+def _requests(n: int, seed: int = 0) -> list[tuple[int, int]]:
+    rng = np.random.default_rng(seed)
+    return [(int(a), int(b)) for a, b in zip(rng.integers(50, 1200, n),
+                                              rng.integers(2, 300, n), strict=True)]
+
+
+def _trace(d: Deployment, reqs: list[tuple[int, int]]) -> OfflineTrace:
+    e = ReplicaEngine(Deployment(d.accelerator, d.model, d.precision, tp=d.tp,
+                                 efficiency=UNIT, policy=d.policy))
+    for i, (a, b) in enumerate(reqs):
+        e.submit(i, a, b)
+    c0, m0, cm, sq = [], [], [], []
+    while e.has_work:
+        o = e.advance()
+        c0.append(o.plan.cost.compute_ns)
+        m0.append(o.plan.cost.memory_ns)
+        cm.append(o.plan.cost.comm_ns)
+        sq.append(o.plan.batch)
+    return OfflineTrace(np.asarray(c0, float), np.asarray(m0, float), np.asarray(cm, float),
+                        np.asarray(sq, float), float(e.tokens_out), d.replicas,
+                        d.model.hidden)
+
+
+def _real_time(d: Deployment, reqs: list[tuple[int, int]]) -> int:
+    e = ReplicaEngine(d)
+    for i, (a, b) in enumerate(reqs):
+        e.submit(i, a, b)
+    t = 0
+    while e.has_work:
+        t += e.advance().plan.cost.total_ns
+    return t
+
+
+@pytest.mark.parametrize("eff", [
+    Efficiency(mfu=0.4, mbu=0.9, step_overhead_ns=1_000_000, seq_overhead_ns=3_000),
+    Efficiency(mfu=0.9, mbu=0.2, step_overhead_ns=10_000, seq_overhead_ns=0),
+    Efficiency(mfu=0.6, mbu=0.6, step_overhead_ns=0, seq_overhead_ns=0, size_exponent=1.0),
+])
+def test_an_offline_trace_is_exact_under_any_parameters(eff):
+    d = Deployment(find_accelerator("H200"), find_model("llama3.1-8b"), Precision.FP8,
+                   efficiency=eff)
+    reqs = _requests(300)
+    trace = _trace(d, reqs)
+    # per-step ns are truncated once per step in the engine and once in the trace
+    assert trace.time_ns(eff) == pytest.approx(_real_time(d, reqs), abs=3 * trace.steps)
+
+
+def test_fit_recovers_the_parameters_it_was_generated_with():
+    truth = Efficiency(mfu=0.55, mbu=0.7, step_overhead_ns=2_000_000, seq_overhead_ns=5_000,
+                       size_exponent=1.0)
+    rows = []
+    for acc, bench, n in (("H200", "llama3.1-8b", 400), ("H200", "llama2-70b-99", 300),
+                          ("H100", "llama3.1-8b", 200), ("L40S", "llama3.1-8b", 150),
+                          ("H200", "mixtral-8x7b", 250)):
+        d = Deployment(find_accelerator(acc), find_model(bench), Precision.FP8,
+                       tp=1 if "70b" not in bench else 2, efficiency=UNIT)
+        t = _trace(d, _requests(n, seed=n))
+        rows.append((t, predict_rate(t, truth)))
+    fitted, ape = fit_efficiency(rows, Efficiency(), "synthetic", size_exponent=1.0)
+    assert ape < 0.01
+    for t, rate in rows:
+        assert predict_rate(t, fitted) == pytest.approx(rate, rel=0.02)
+
+
+def _subset(tmp_path: Path, keep) -> Path:
+    with open(RESULTS_CSV, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        rows = [r for r in reader if keep(r)]
+        fields = reader.fieldnames
+    out = tmp_path / "subset.csv"
+    with open(out, "w", encoding="utf-8", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    return out
+
+
+@pytest.mark.slow
+def test_published_llama2_rows_are_predicted_within_ten_percent(tmp_path: Path):
+    path = _subset(tmp_path, lambda r: r["benchmark"] == "llama2-70b-99"
+                   and r["division"] == "closed" and r["round"] == "v5.1"
+                   and r["accelerator_model_name"] in ("NVIDIA B200-SXM-180GB",
+                                                      "NVIDIA H200-SXM-141GB")
+                   and r["scenario"] in ("Offline", "Server"))
+    rep = calibrate_published(path, server_requests=1500)
+    off = [r for r in rep.rows if r.eligible and r.row.scenario == "Offline"]
+    assert len(off) >= 10
+    assert float(np.median([r.ape_in for r in off])) < 0.10
+    assert float(np.median([r.ape_out for r in off])) < 0.10
+    srv = [r for r in rep.rows if r.eligible and r.row.scenario == "Server"]
+    assert srv and all(not math.isnan(r.predicted_out) and r.predicted_out > 0 for r in srv)
+    files = rep.write(tmp_path / "out")
+    assert [p.name for p in files] == ["calibration_rows.csv", "efficiency.csv",
+                                       "calibration_summary.json"]

@@ -1,0 +1,117 @@
+"""``tokenmark.sim_api``: a simulated run writes the same kind of results folder as a
+real run, bad input is one line with the numbers, and scaling sweeps report
+efficiency against the smallest size."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tokenmark.config.layering import build_settings
+from tokenmark.errors import ConfigError
+from tokenmark.mllog import parse_detail, parse_summary
+from tokenmark.output.records import read_records
+from tokenmark.perfmodel import Efficiency
+from tokenmark.settings import Scenario
+from tokenmark.sim.plan import ClusterSpec, plan_deployment
+from tokenmark.sim_api import scaling, simulate
+
+EFF = Efficiency(mfu=0.5, mbu=0.75, step_overhead_ns=1_500_000, seq_overhead_ns=2_000,
+                 source="test")
+
+
+def _server(qps: float = 300.0, seconds: int = 30):
+    return build_settings("v6.0", "llama3.1-8b", Scenario.SERVER,
+                          overrides={"target_qps": qps, "min_duration_ms": seconds * 1000})
+
+
+def test_simulated_run_writes_a_results_folder(tmp_path: Path):
+    spec = ClusterSpec("H200", "llama3.1-8b", nodes=1, per_node=8, efficiency=EFF)
+    res = simulate(_server(), spec, tmp_path)
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["schema"] == "tokenmark.results/1" and doc["label"] == "unverified"
+    assert doc["run"]["clock"] == "virtual (simulator)"
+    assert doc["verdicts"]["mlperf"]["validity"] == "VALID" == res.verdicts.mlperf.validity
+    assert res.exit_code == 0
+    n = doc["summary"]["counts"]["completed"]
+    assert n == res.summary.completed > 9000
+    sim = doc["simulation"]
+    assert sim["deployment"]["parallelism"] == {
+        "tp": 1, "pp": 1, "ep": 1, "replicas": 8, "accelerators_per_replica": 1,
+        "tp_spans_scale_up_domains": False}
+    assert sim["explanation"]["binding_limit"] == "arrival rate"
+    assert set(sim["explanation"]["step_time_split"]) == {
+        "prefill_compute", "decode_compute", "weights_memory", "kv_memory",
+        "communication", "overhead"}
+    # the MLPerf logs parse back with LoadGen's keys and agree with the summary
+    summary = parse_summary((tmp_path / "mlperf_log_summary.txt").read_text())
+    assert summary.sut_name == "tokenmark-simulator" and summary.result_validity == "VALID"
+    assert summary.headline["completed_tokens_per_second"] == pytest.approx(
+        res.summary.tokens_per_second, rel=1e-4)
+    assert parse_detail((tmp_path / "mlperf_log_detail.txt").read_text()).entries
+    recs = list(read_records(tmp_path / "records.jsonl"))
+    assert len(recs) == n and all(r.ok for r in recs)
+    first = min(recs, key=lambda r: r.seq)
+    assert first.first_token_ns > first.scheduled_ns
+    assert "binding limit" in (tmp_path / "report.txt").read_text()
+
+
+def test_offline_follows_loadgen_padding_and_formula():
+    """Equal-issue pads 20,000 samples to whole datasets; tokens/s is LoadGen's Offline
+    formula (tokens over the last completion)."""
+    layered = build_settings("v6.0", "llama3.1-8b", Scenario.OFFLINE,
+                             overrides={"min_query_count": 20_000, "offline_expected_qps": 1.0})
+    spec = ClusterSpec("B200", "llama3.1-8b", nodes=1, per_node=8, efficiency=EFF)
+    res = simulate(layered, spec, None)
+    s = res.summary
+    assert s.completed == 2 * 13368
+    assert s.tokens_per_second == pytest.approx(s.token_count / (s.max_latency_ns / 1e9))
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    (ClusterSpec("H9000", "llama3.1-8b"), "unknown accelerator 'H9000'"),
+    (ClusterSpec("H200", "llama9"), "unknown model 'llama9'"),
+    (ClusterSpec("H100", "llama3.1-405b", nodes=1, per_node=2, precision="fp8"),
+     r"needs 405 GB of weights; 2 x H100 give 144 GB usable"),
+    (ClusterSpec("H200", "llama2-70b-99", nodes=1, per_node=8, tp=3),
+     r"tp 3 x pp 1 = 3 accelerators per replica does not divide the 8 accelerators"),
+    (ClusterSpec("H100", "llama3.1-8b", precision="fp4"), "H100 has no dense fp4"),
+    (ClusterSpec("H200", "llama3.1-8b", nodes=0), "at least one node"),
+])
+def test_bad_input_names_the_numbers(spec, message):
+    with pytest.raises(ConfigError, match=message):
+        plan_deployment(spec, 800, 128)
+
+
+def test_planner_follows_the_documented_rules():
+    h100 = plan_deployment(ClusterSpec("H100", "llama2-70b-99", efficiency=EFF), 300, 290)
+    # 69 GB of FP8 weights leave no room for 256 sequences on one 80 GB H100: tp 2
+    assert (h100.deployment.tp, h100.deployment.replicas) == (2, 4)
+    assert h100.deployment.precision.value == "fp8"
+    b200 = plan_deployment(ClusterSpec("B200", "llama2-70b-99", efficiency=EFF), 300, 290)
+    assert (b200.deployment.tp, b200.deployment.precision.value) == (1, "fp4")
+    gptj = plan_deployment(ClusterSpec("H100", "gptj-99", efficiency=EFF), 800, 65)
+    assert gptj.deployment.policy.beams == 4  # the reference's beam search
+    nvl = plan_deployment(ClusterSpec("GB300", "deepseek-r1", nodes=18, per_node=4,
+                                      tp=8, efficiency=EFF), 700, 3700)
+    assert nvl.deployment.topo.domain == 72 and not nvl.deployment.tp_spans_domains
+
+
+def test_scaling_reports_efficiency_against_the_smallest_size():
+    layered = build_settings("v6.0", "llama3.1-8b", Scenario.OFFLINE)
+    spec = ClusterSpec("H200", "llama3.1-8b", per_node=8, efficiency=EFF)
+    pts = scaling(layered, spec, [8, 16], requests_per_replica=300)
+    assert [p.accelerators for p in pts] == [8, 16]
+    assert pts[0].efficiency == 1.0 and pts[1].replicas == 16
+    # identical, independent replicas: throughput scales with their count
+    assert pts[1].efficiency == pytest.approx(1.0)
+    # a 16-way tensor-parallel replica: inside an NVL72 rack vs across two HGX nodes
+    l405 = build_settings("v6.0", "llama3.1-405b", Scenario.OFFLINE)
+    nvl = scaling(l405, ClusterSpec("GB200", "llama3.1-405b", per_node=4, tp=16,
+                                    efficiency=EFF), [16], requests_per_replica=100)[0]
+    hgx = scaling(l405, ClusterSpec("B200", "llama3.1-405b", per_node=8, tp=16,
+                                    efficiency=EFF), [16], requests_per_replica=100)[0]
+    assert nvl.note == "" and hgx.note == "replica spans scale-up domains"
+    assert hgx.communication_share > nvl.communication_share

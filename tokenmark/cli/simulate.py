@@ -1,0 +1,114 @@
+"""``tokenmark simulate``: a thin layer over :mod:`tokenmark.sim_api`."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tokenmark.cli.app import app, bad_input
+from tokenmark.config.layering import build_settings, default_scenario
+from tokenmark.errors import BadInputError
+from tokenmark.perfmodel import Efficiency
+from tokenmark.settings import Scenario
+from tokenmark.sim.plan import ClusterSpec
+from tokenmark.sim_api import scaling, simulate, simulation_dataset
+
+
+@app.command(name="simulate")
+def simulate_cmd(
+    accelerator: Annotated[str, typer.Option(
+        "--accelerator", "-a", help="Accelerator from accelerators.csv (H200, B200, GB300, "
+        "MI355X, ...).")] = "H200",
+    benchmark: Annotated[str, typer.Option("--benchmark", "-b")] = "llama3.1-8b",
+    scenario: Annotated[str, typer.Option("--scenario", "-s")] = "",
+    round_: Annotated[str, typer.Option("--round", "-r")] = "v6.0",
+    nodes: Annotated[int, typer.Option(help="Nodes.")] = 1,
+    per_node: Annotated[int, typer.Option(help="Accelerators per node.")] = 8,
+    scale_up: Annotated[int, typer.Option(
+        help="Accelerators in one scale-up domain (72 for an NVL72 rack; 0: the "
+        "accelerator's own, capped at the count).")] = 0,
+    scale_out_gbps: Annotated[float, typer.Option(
+        help="Scale-out bandwidth per accelerator, GB/s one way.")] = 50.0,
+    precision: Annotated[str | None, typer.Option(
+        help="bf16, fp8 or fp4 (default: the narrowest the accelerator computes).")] = None,
+    tp: Annotated[int | None, typer.Option(help="Tensor parallelism (default: planned).")] = None,
+    pp: Annotated[int, typer.Option(help="Pipeline parallelism.")] = 1,
+    ep: Annotated[int, typer.Option(help="Expert parallelism (MoE models).")] = 1,
+    max_num_seqs: Annotated[int | None, typer.Option(help="Sequences per replica.")] = None,
+    max_batched_tokens: Annotated[int, typer.Option(
+        help="Chunked-prefill token budget per step.")] = 8192,
+    prefill_replicas: Annotated[int, typer.Option(
+        help="Replicas that only prefill (prefill/decode disaggregation).")] = 0,
+    router: Annotated[str, typer.Option(help="round-robin or least-loaded.")] = "round-robin",
+    stack: Annotated[str | None, typer.Option(
+        help="Software stack whose calibrated efficiency to use: trtllm, vllm, sglang, "
+        "other.")] = None,
+    mfu: Annotated[float | None, typer.Option(help="Override the calibrated MFU.")] = None,
+    mbu: Annotated[float | None, typer.Option(help="Override the calibrated MBU.")] = None,
+    qps: Annotated[float | None, typer.Option(help="Target or expected queries/s.")] = None,
+    min_duration: Annotated[float | None, typer.Option(help="Seconds.")] = None,
+    min_queries: Annotated[int | None, typer.Option()] = None,
+    concurrency: Annotated[int | None, typer.Option()] = None,
+    profile: Annotated[str, typer.Option()] = "",
+    scaling_sizes: Annotated[str | None, typer.Option(
+        "--scaling", help="Comma-separated accelerator counts: predicted throughput and "
+        "scaling efficiency at each.")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o")] = None,
+    no_records: Annotated[bool, typer.Option(help="Skip records.jsonl.")] = False,
+) -> None:
+    """Simulate a benchmark on a cluster you need not own, in virtual time.
+
+    Example: tokenmark simulate -a B200 --nodes 9 -b llama3.1-8b -s Offline --min-queries 1000000
+    """
+    out = Console()
+    try:
+        picked = Scenario.parse(scenario) if scenario else default_scenario(round_, benchmark)
+        if picked is None:
+            raise BadInputError(f"{benchmark} has no Server scenario in {round_}; choose one "
+                                "with --scenario")
+        sc = picked
+        overrides: dict[str, Any] = {
+            "min_duration_ms": None if min_duration is None else int(min_duration * 1000),
+            "min_query_count": min_queries, "concurrency": concurrency,
+        }
+        if qps is not None:
+            overrides["offline_expected_qps" if sc is Scenario.OFFLINE else "target_qps"] = qps
+        layered = build_settings(round_, benchmark, sc, profile=profile, overrides=overrides)
+        eff = None
+        if mfu is not None or mbu is not None:
+            eff = Efficiency(mfu=mfu or 0.45, mbu=mbu or 0.75, source="command line")
+        spec = ClusterSpec(accelerator, benchmark, nodes=nodes, per_node=per_node,
+                           scale_up=scale_up, scale_out_gb_s=scale_out_gbps,
+                           precision=precision, tp=tp, pp=pp, ep=ep, max_num_seqs=max_num_seqs,
+                           max_batched_tokens=max_batched_tokens,
+                           prefill_replicas=prefill_replicas, stack=stack, efficiency=eff)
+        if scaling_sizes:
+            sizes = [int(x) for x in scaling_sizes.split(",") if x.strip()]
+            pts = scaling(layered, spec, sizes, dataset=simulation_dataset(layered))
+            t = Table(title=f"Predicted scaling: {benchmark} {sc.value} on {accelerator} "
+                      "(simulated, unverified)", title_justify="left")
+            for col in ("accelerators", "nodes", "domain", "tp x replicas", "tokens/s",
+                        "per accel.", "efficiency", "comm. share", "binding"):
+                t.add_column(col, justify="right")
+            for p in pts:
+                t.add_row(str(p.accelerators), str(p.nodes), str(p.scale_up_domain),
+                          f"{p.tp} x {p.replicas}", f"{p.tokens_per_second:,.0f}",
+                          f"{p.per_accelerator:,.0f}", f"{p.efficiency:.3f}",
+                          f"{p.communication_share:.1%}", p.binding_limit)
+            out.print(t)
+            return
+        out_dir = output or Path("results") / (
+            f"{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-sim-{layered.preset.name}-"
+            f"{sc.value}")
+        res = simulate(layered, spec, out_dir, router=router, write_records=not no_records)
+    except (BadInputError, ValueError) as e:
+        if isinstance(e, BadInputError):
+            raise bad_input(e) from None
+        raise
+    out.print((out_dir / "report.txt").read_text(), highlight=False)
+    raise typer.Exit(res.exit_code)

@@ -1,0 +1,234 @@
+"""A deployment: a model on accelerators, how it is split, how it is served, and how
+efficiently the software runs it.
+
+- :class:`Topology`: nodes x accelerators per node, the size of one scale-up domain
+  (8 for an HGX board, 72 for an NVL72 rack) and the scale-out bandwidth per
+  accelerator beyond it;
+- parallelism on :class:`Deployment`: ``tp`` (tensor), ``pp`` (pipeline), ``ep``
+  (expert, for mixture-of-experts models; within a replica's ``tp x pp``
+  accelerators) and ``replicas`` (data parallel). One replica spans ``tp x pp``
+  accelerators;
+- :class:`ServingPolicy`: continuous batching with a cap on sequences, a chunked
+  prefill token budget per step, the memory fraction for weights and KV cache, and
+  prefill/decode disaggregation (``prefill_replicas`` of the replicas only prefill
+  and hand the KV cache over to the others), and the beam width of beam search
+  (GPT-J's MLPerf reference decodes 4 beams per request);
+- :class:`Efficiency`: the few parameters the calibration fits per accelerator family
+  and software stack (fractions of peak compute and bandwidth, fixed costs per step
+  and per sequence); everything else comes from the data files.
+
+:meth:`Deployment.check` turns every impossible combination into a
+:class:`~tokenmark.errors.ConfigError` that names the numbers that do not fit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from tokenmark.errors import ConfigError
+from tokenmark.perfmodel.hardware import Accelerator, ModelArch, Precision
+
+__all__ = ["Deployment", "Efficiency", "ServingPolicy", "Topology"]
+
+#: Below this many KV-cache tokens per replica a deployment is refused as not fitting.
+MIN_KV_TOKENS = 1024
+#: The hidden size at which ``Efficiency.mfu`` applies as given, and the cap on it.
+REFERENCE_HIDDEN = 8192
+MAX_MFU = 0.98
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """Where the accelerators are. ``scale_up`` 0 means one domain per node."""
+
+    nodes: int = 1
+    per_node: int = 8
+    scale_up: int = 0
+    scale_out_gb_s: float = 50.0  # per accelerator, one direction (400 Gb/s NIC)
+
+    @property
+    def total(self) -> int:
+        return self.nodes * self.per_node
+
+    @property
+    def domain(self) -> int:
+        """Accelerators in one scale-up (NVLink / xGMI) domain."""
+        return self.scale_up or self.per_node
+
+    def describe(self) -> str:
+        dom = f", scale-up domain {self.domain}" if self.domain != self.per_node else ""
+        return f"{self.nodes} node(s) x {self.per_node}{dom}"
+
+
+@dataclass(frozen=True, slots=True)
+class Efficiency:
+    """The fitted parameters: fractions of peak achieved, and fixed costs.
+
+    ``mfu``: fraction of dense peak FLOPS reached by matmul/attention work by a model of
+    hidden size ``REFERENCE_HIDDEN`` (8192); a model of hidden size ``h`` reaches
+    ``mfu x (h / 8192) ** size_exponent`` (capped at ``MAX_MFU``): the matmuls of smaller
+    models run further below peak (smaller GEMM tiles, and per-layer work that does not
+    shrink with the width), one exponent for all accelerators, fitted; ``mbu``:
+    fraction of memory bandwidth reached when reading weights and KV cache;
+    ``step_overhead_ns``: fixed cost of one engine step (scheduling, launches, sampling
+    set-up); ``seq_overhead_ns``: cost per sequence in a step (sampling, detokenising,
+    bookkeeping); ``link_efficiency`` and ``allreduce_latency_ns`` shape communication.
+    """
+
+    mfu: float = 0.45
+    mbu: float = 0.75
+    step_overhead_ns: int = 1_500_000
+    seq_overhead_ns: int = 0
+    allreduce_latency_ns: int = 8_000
+    link_efficiency: float = 0.7
+    size_exponent: float = 0.0
+    source: str = "default (not calibrated)"
+
+    def mfu_for(self, hidden: int) -> float:
+        """The compute efficiency reached by a model of this hidden size."""
+        scaled = self.mfu * float(hidden / REFERENCE_HIDDEN) ** self.size_exponent
+        return float(min(max(MAX_MFU, self.mfu), scaled))
+
+
+@dataclass(frozen=True, slots=True)
+class ServingPolicy:
+    max_num_seqs: int = 256
+    max_batched_tokens: int = 8192  # chunked-prefill token budget per step
+    gpu_memory_utilization: float = 0.9
+    prefill_replicas: int = 0  # >0: disaggregated, that many replicas only prefill
+    beams: int = 1  # sequences decoded per request (beam search width; 1: greedy/sampling)
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    accelerator: Accelerator
+    model: ModelArch
+    precision: Precision = Precision.BF16
+    tp: int = 1  # tensor parallel, accelerators per pipeline stage
+    replicas: int = 1  # data parallel
+    efficiency: Efficiency = field(default_factory=Efficiency)
+    policy: ServingPolicy = field(default_factory=ServingPolicy)
+    pp: int = 1  # pipeline stages
+    ep: int = 1  # expert parallel degree within a replica
+    topology: Topology | None = None  # None: the replicas packed on 8-accelerator nodes
+    kv_precision: Precision | None = None  # None: fp8 for fp8/fp4 weights, else bf16
+
+    @property
+    def per_replica(self) -> int:
+        return self.tp * self.pp
+
+    @property
+    def accelerators_total(self) -> int:
+        return self.per_replica * self.replicas
+
+    @property
+    def topo(self) -> Topology:
+        if self.topology is not None:
+            return self.topology
+        total = self.accelerators_total
+        per = min(8, total) if total % min(8, total) == 0 else total
+        return Topology(nodes=total // per, per_node=per, scale_up=0)
+
+    @property
+    def kv_dtype(self) -> Precision:
+        if self.kv_precision is not None:
+            return self.kv_precision
+        return Precision.BF16 if self.precision is Precision.BF16 else Precision.FP8
+
+    @property
+    def label(self) -> str:
+        bench = self.model.benchmarks[0] if self.model.benchmarks else self.model.name
+        par = f"x{self.tp}" + (f" pp{self.pp}" if self.pp > 1 else "")
+        par += f" ep{self.ep}" if self.ep > 1 else ""
+        per = par + (f" x{self.replicas} replicas" if self.replicas > 1 else "")
+        return f"emulated {self.accelerator.short} {per}, {bench}, {self.precision.value}"
+
+    @property
+    def weight_bytes(self) -> float:
+        """Weights of one replica (all its accelerators together)."""
+        return self.model.total_params * self.precision.bytes
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        return self.model.kv_values_per_token() * self.kv_dtype.bytes
+
+    @property
+    def usable_bytes(self) -> float:
+        """Memory of one replica that weights and KV cache may use."""
+        return (self.per_replica * self.accelerator.hbm_gb * 1e9
+                * self.policy.gpu_memory_utilization)
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return int((self.usable_bytes - self.weight_bytes) // self.kv_bytes_per_token)
+
+    @property
+    def tp_spans_domains(self) -> bool:
+        """Whether one tensor-parallel group reaches past its scale-up domain."""
+        return self.tp > self.topo.domain
+
+    @property
+    def replica_spans_domains(self) -> bool:
+        return self.per_replica > self.topo.domain
+
+    def single_replica(self) -> Deployment:
+        """One replica of this deployment, still in its scale-up domain (so its
+        collectives cost what they cost in the full cluster)."""
+        topo = Topology(nodes=1, per_node=self.per_replica, scale_up=self.topo.domain,
+                        scale_out_gb_s=self.topo.scale_out_gb_s)
+        return replace(self, replicas=1, topology=topo,
+                       policy=replace(self.policy, prefill_replicas=0))
+
+    def check(self) -> None:
+        """Raise ConfigError, with the numbers, if this deployment cannot run."""
+        for name in ("tp", "pp", "ep", "replicas"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1 (got {getattr(self, name)})")
+        self.accelerator.tflops_at(self.precision)
+        m = self.model
+        if self.pp > m.layers:
+            raise ConfigError(
+                f"pipeline parallelism {self.pp} exceeds {m.name}'s {m.layers} layers"
+            )
+        if self.ep > 1:
+            if not m.is_moe:
+                raise ConfigError(
+                    f"expert parallelism {self.ep} needs a mixture-of-experts model; "
+                    f"{m.name} is dense (use --ep 1)"
+                )
+            if self.per_replica % self.ep:
+                raise ConfigError(
+                    f"expert parallelism {self.ep} does not divide the {self.per_replica} "
+                    f"accelerators of a replica (tp {self.tp} x pp {self.pp})"
+                )
+            if m.routed_experts % self.ep:
+                raise ConfigError(
+                    f"expert parallelism {self.ep} does not divide {m.name}'s "
+                    f"{m.routed_experts} experts"
+                )
+        topo = self.topology
+        if topo is not None and topo.total != self.accelerators_total:
+            raise ConfigError(
+                f"{self.replicas} replicas x tp {self.tp} x pp {self.pp} = "
+                f"{self.accelerators_total} accelerators, but the topology has "
+                f"{topo.total} ({topo.nodes} nodes x {topo.per_node})"
+            )
+        if self.policy.prefill_replicas and self.policy.prefill_replicas >= self.replicas:
+            raise ConfigError(
+                f"prefill/decode disaggregation needs at least one decode replica: "
+                f"{self.policy.prefill_replicas} prefill replicas of {self.replicas}"
+            )
+        if self.kv_capacity_tokens < MIN_KV_TOKENS:
+            weights = self.weight_bytes / 1e9
+            usable = self.usable_bytes / 1e9
+            per_acc = self.accelerator.hbm_gb * self.policy.gpu_memory_utilization
+            need = math.ceil((weights + MIN_KV_TOKENS * self.kv_bytes_per_token / 1e9)
+                             / per_acc)
+            raise ConfigError(
+                f"{m.name} at {self.precision.value} needs {weights:,.0f} GB of "
+                f"weights; {self.per_replica} x {self.accelerator.short} give {usable:,.0f} "
+                f"GB usable, leaving room for {max(0, self.kv_capacity_tokens):,} KV tokens; "
+                f"use at least {need} accelerators per replica (--tp/--pp) or a smaller "
+                "precision"
+            )

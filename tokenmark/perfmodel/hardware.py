@@ -1,0 +1,278 @@
+"""Accelerators and model architectures, read from the packaged data files.
+
+``data/accelerators.csv`` gives each accelerator's peak dense TFLOPS per precision, HBM
+(or GDDR/LPDDR) capacity and bandwidth, scale-up link bandwidth and architecture, with
+its sources; ``data/models.csv`` gives each model's shape as its ``config.json`` states
+it (layers, hidden size, heads, KV heads, experts), with its source. Nothing here is
+fitted: the efficiency parameters live in :mod:`tokenmark.perfmodel.deployment`.
+
+Counting conventions used by the cost model:
+
+- parameters include both the input embedding and the (untied) output head, as the
+  published totals do; every model in the table has untied embeddings, so the matmul
+  work per token is ``2 x (active - vocab x hidden)`` FLOPs through the body plus
+  ``2 x vocab x hidden`` for the output head of a token that produces a logit;
+- a mixture-of-experts model's routed-expert size is derived from the two published
+  totals (``total = shared + E x e`` and ``active = shared + k x e``), which matches the
+  configs' ``3 x hidden x moe_intermediate x layers`` within 1% for every MoE row;
+- DeepSeek's multi-head latent attention (MLA) caches ``kv_lora_rank + rope`` = 512 + 64
+  values per token per layer; its attention FLOPs differ between prefill (per head:
+  QK over 192 dims, AV over 128) and decode with absorbed weights (QK over 576, AV over
+  512, the way SGLang/TRT-LLM/vLLM run MLA decode).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import cache
+from importlib import resources
+
+from tokenmark.errors import ConfigError
+
+__all__ = [
+    "Accelerator",
+    "ModelArch",
+    "Precision",
+    "accelerators",
+    "find_accelerator",
+    "find_model",
+    "models",
+    "read_data_csv",
+]
+
+
+class Precision(StrEnum):
+    """Weight (and arithmetic) precision. FP4 means NVFP4/MXFP4 block formats."""
+
+    BF16 = "bf16"
+    FP8 = "fp8"
+    FP4 = "fp4"
+
+    @property
+    def bytes(self) -> float:
+        return {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5}[self.value]
+
+    @classmethod
+    def parse(cls, text: str) -> Precision:
+        key = text.strip().lower().replace("fp16", "bf16").replace("nvfp4", "fp4")
+        key = key.replace("mxfp4", "fp4")
+        for p in cls:
+            if p.value == key:
+                return p
+        raise ConfigError(f"unknown precision {text!r}; choose bf16, fp8 or fp4")
+
+
+def _key(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
+@dataclass(frozen=True, slots=True)
+class Accelerator:
+    name: str  # as in accelerators.csv, e.g. "H200 SXM"
+    short: str  # e.g. "H200"
+    vendor: str
+    architecture: str  # e.g. "Hopper": the family calibration groups by
+    memory_type: str
+    hbm_gb: float
+    hbm_tb_s: float
+    tflops: dict[str, float]  # dense TFLOPS by precision; absent precisions are 0
+    scale_up_gb_s_bidir: float  # per accelerator, both directions together
+    tdp_w: float
+    scale_up_domain: int = 8  # accelerators one scale-up link joins (72 for NVL72)
+
+    def tflops_at(self, p: Precision) -> float:
+        v = self.tflops.get(p.value)
+        if not v:
+            have = ", ".join(k for k, x in self.tflops.items() if x) or "none"
+            raise ConfigError(
+                f"{self.short} has no dense {p.value} figure (it has: {have}); choose one "
+                "of those precisions"
+            )
+        return v
+
+    @property
+    def lowest_precision(self) -> Precision:
+        """The narrowest precision the accelerator computes natively (what MLPerf
+        submitters use when accuracy allows)."""
+        for p in (Precision.FP4, Precision.FP8, Precision.BF16):
+            if self.tflops.get(p.value):
+                return p
+        return Precision.BF16
+
+
+@dataclass(frozen=True, slots=True)
+class ModelArch:
+    name: str  # e.g. "Llama-3.1-8B"
+    benchmarks: tuple[str, ...]
+    total_params: float  # parameters
+    active_params: float
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    routed_experts: int
+    experts_active: int
+    vocab: int
+    max_context: int
+    mla: bool = False  # DeepSeek's multi-head latent attention (compressed KV)
+    sliding_window_half: bool = False  # gpt-oss: half the layers attend to 128 tokens
+
+    @property
+    def is_moe(self) -> bool:
+        return self.routed_experts > 0
+
+    def kv_values_per_token(self) -> float:
+        """KV-cache values stored per token (all layers)."""
+        if self.mla:
+            return self.layers * (512 + 64)
+        full = 2 * self.layers * self.kv_heads * self.head_dim
+        return full / 2 if self.sliding_window_half else full
+
+    @property
+    def expert_params(self) -> float:
+        """Parameters of one routed expert summed over layers: total = shared + E*x and
+        active = shared + k*x give x = (total - active) / (E - k)."""
+        if not self.is_moe:
+            return 0.0
+        return (self.total_params - self.active_params) / (
+            self.routed_experts - self.experts_active
+        )
+
+    @property
+    def shared_params(self) -> float:
+        return self.total_params - self.routed_experts * self.expert_params
+
+    @property
+    def head_params(self) -> float:
+        """The output head (vocab x hidden); the input embedding is the same size."""
+        return float(self.vocab * self.hidden)
+
+    @property
+    def body_params(self) -> float:
+        """Active parameters a token's matmuls use, without embedding and output head."""
+        return self.active_params - 2 * self.head_params
+
+    def weights_read(self, tokens: int | float) -> float:
+        """Parameters read in a step over ``tokens`` tokens (experts touched, uniform)."""
+        if not self.is_moe:
+            return self.total_params
+        if tokens <= 0:
+            return self.shared_params
+        e, k = self.routed_experts, self.experts_active
+        touched = e * (1.0 - (1.0 - k / e) ** tokens)
+        return self.shared_params + touched * self.expert_params
+
+    def attention_flops_per_pair(self, *, decode: bool = True) -> float:
+        """FLOPs per (query token, context token) pair across layers: QK and AV."""
+        if self.mla:
+            per_head = 2 * (512 + 64) + 2 * 512 if decode else 2 * 192 + 2 * 128
+            return float(self.layers * self.heads * per_head)
+        pair = 4.0 * self.layers * self.heads * self.head_dim
+        return pair / 2 if self.sliding_window_half else pair
+
+
+@cache
+def read_data_csv(name: str) -> tuple[dict[str, str], ...]:
+    """The rows of one packaged data file (``tokenmark/data/<name>``)."""
+    text = resources.files("tokenmark.data").joinpath(name).read_text(encoding="utf-8")
+    return tuple(csv.DictReader(text.splitlines()))
+
+
+def _f(v: str) -> float:
+    return float(v) if v.strip() else 0.0
+
+
+def _short(name: str) -> str:
+    short = name.split(" (")[0].replace(" SXM", "")
+    return "VR200" if short.startswith("Vera Rubin") else short
+
+
+def _domain(text: str) -> int:
+    """The scale-up domain a row's description names: ``NVL72`` or ``72 GPU NVLink
+    domain`` give 72, ``HGX 8-GPU`` gives 8; a card with only PCIe or a 2-GPU bridge
+    defaults to a node's 8 (its links within a node are what the bandwidth column
+    gives)."""
+    m = re.search(r"NVL(\d+)|(\d+)[- ]GPU NVLink domain", text)
+    if m:
+        return int(m.group(1) or m.group(2))
+    return 8
+
+
+@cache
+def accelerators() -> dict[str, Accelerator]:
+    out: dict[str, Accelerator] = {}
+    for r in read_data_csv("accelerators.csv"):
+        name = r["accelerator"]
+        short = _short(name)
+        out[short] = Accelerator(
+            name=name,
+            short=short,
+            vendor=r["vendor"],
+            architecture=r["architecture"],
+            memory_type=r["memory_type"],
+            hbm_gb=_f(r["hbm_capacity_gb"]),
+            hbm_tb_s=_f(r["hbm_bandwidth_tb_s"]),
+            tflops={
+                "bf16": _f(r["bf16_dense_tflops"]),
+                "fp8": _f(r["fp8_dense_tflops"]),
+                "fp4": _f(r["fp4_dense_tflops"]),
+            },
+            scale_up_gb_s_bidir=_f(r["scale_up_bw_gb_s_per_gpu_bidir"]),
+            tdp_w=_f(r["tdp_w"]),
+            scale_up_domain=_domain(r["context"] + " " + r["scale_up_interconnect"]),
+        )
+    return out
+
+
+def find_accelerator(name: str) -> Accelerator:
+    """An accelerator by its short name (``H200``), its row name (``H200 SXM``) or a
+    spacing/case variant of either."""
+    table = accelerators()
+    k = _key(name)
+    for short, acc in table.items():
+        if k in (_key(short), _key(acc.name)) or _key(short) == k.removesuffix("sxm"):
+            return acc
+    raise ConfigError(
+        f"unknown accelerator {name!r}; choose one of: {', '.join(table)}"
+    )
+
+
+@cache
+def models() -> dict[str, ModelArch]:
+    out: dict[str, ModelArch] = {}
+    for r in read_data_csv("models.csv"):
+        note = (r["kv_cache_note"] + " " + r["notes"]).lower()
+        heads = int(r["attention_heads"])
+        out[r["model"]] = ModelArch(
+            name=r["model"],
+            benchmarks=tuple(b for b in r["benchmark_names"].split(";") if b),
+            total_params=_f(r["total_params_b"]) * 1e9,
+            active_params=_f(r["active_params_b"]) * 1e9,
+            layers=int(r["layers"]),
+            hidden=int(r["hidden"]),
+            heads=heads,
+            kv_heads=int(_f(r["kv_heads"]) or heads),
+            head_dim=int(_f(r["head_dim"]) or int(r["hidden"]) // heads),
+            routed_experts=int(_f(r["routed_experts"])),
+            experts_active=int(_f(r["experts_active"])),
+            vocab=int(r["vocab"]),
+            max_context=int(r["max_context"]),
+            mla="mla" in note,
+            sliding_window_half="sliding" in note,
+        )
+    return out
+
+
+def find_model(name: str) -> ModelArch:
+    """A model by its name in models.csv or by a benchmark name (``llama3.1-8b``; the
+    LoadGen spelling ``llama3_1-8b`` and an ``-interactive`` suffix are accepted)."""
+    k = _key(name).replace("interactive", "")
+    for m in models().values():
+        if k == _key(m.name) or any(k == _key(b) for b in m.benchmarks):
+            return m
+    choices = sorted({b for m in models().values() for b in m.benchmarks})
+    raise ConfigError(f"unknown model {name!r}; choose a benchmark name: {', '.join(choices)}")

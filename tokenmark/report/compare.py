@@ -1,0 +1,142 @@
+"""Comparing runs: throughput against latency for two or more runs (or a sweep), with
+the Pareto front.
+
+A point per run, from its ``results.json`` only: throughput is tokenmark's output
+tokens/s over the measured window (defined the same way for every scenario and
+pattern, so runs of different scenarios compare), latencies are the run's exact TTFT,
+TPOT and end-to-end percentiles at one percentile shared by all points (the runs'
+common target percentile, else p99). A run is on the front of a latency when no other
+run has at least its throughput and at most its latency with one of them strictly
+better (:func:`pareto_front`). A sweep is a folder of run folders: :func:`find_runs`
+collects every ``results.json`` under the paths it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tokenmark.output.results import RESULTS_FILE
+
+__all__ = ["METRICS", "RunPoint", "comparison_data", "find_runs", "pareto_front"]
+
+METRICS = ("ttft", "tpot", "e2e")
+_MAX_DEPTH = 4
+
+
+def find_runs(paths: Iterable[Path]) -> list[Path]:
+    """Results folders under ``paths`` (a run folder, ``results.json``, or a folder of
+    runs searched up to four levels down), each once, in the order found (sorted
+    within a folder)."""
+    out: list[Path] = []
+    seen: set[Path] = set()
+
+    def visit(p: Path, depth: int) -> None:
+        if (p / RESULTS_FILE).is_file():
+            key = p.resolve()
+            if key not in seen:
+                seen.add(key)
+                out.append(p)
+            return
+        if depth >= _MAX_DEPTH:
+            return
+        for child in sorted(c for c in p.iterdir() if c.is_dir() and not c.name.startswith(".")):
+            visit(child, depth + 1)
+
+    for path in paths:
+        if path.is_file() and path.name == RESULTS_FILE:
+            visit(path.parent, 0)
+        elif path.is_dir():
+            visit(path, 0)
+    return out
+
+
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[bool]:
+    """Which ``(throughput, latency)`` points no other point dominates (more or equal
+    throughput and less or equal latency, one of them strictly)."""
+    out = []
+    for i, (x, y) in enumerate(points):
+        dominated = any(
+            (x2 >= x and y2 <= y) and (x2 > x or y2 < y)
+            for j, (x2, y2) in enumerate(points) if j != i)
+        out.append(not dominated)
+    return out
+
+
+@dataclass(frozen=True)
+class RunPoint:
+    """One run as the comparison shows it."""
+
+    name: str
+    href: str | None
+    benchmark: str
+    scenario: str
+    target_qps: float | None
+    throughput: float | None
+    latency: dict[str, float | None]
+    tokenmark_validity: str
+    mlperf_validity: str
+
+
+def _number(x: Any) -> float | None:
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
+
+
+def _pct_key(p: float) -> str:
+    return f"{p * 100:g}"
+
+
+def _point(name: str, href: str | None, doc: Mapping[str, Any], pct: str) -> RunPoint:
+    run = doc.get("run", {})
+    summary = doc.get("summary", {})
+    eff = doc.get("settings", {}).get("effective", {})
+    lat = summary.get("latency_ms", {})
+    values: dict[str, float | None] = {}
+    for m in METRICS:
+        d = lat.get(m) or {}
+        values[m] = _number((d.get("percentiles") or {}).get(pct)) if d.get("count") else None
+    verdicts = doc.get("verdicts", {})
+    return RunPoint(
+        name=name, href=href, benchmark=str(run.get("benchmark", "?")),
+        scenario=str(run.get("scenario", "?")), target_qps=_number(eff.get("target_qps")),
+        throughput=_number(summary.get("throughput", {}).get("output_tokens_per_second")),
+        latency=values,
+        tokenmark_validity=str(verdicts.get("tokenmark", {}).get("validity", "?")),
+        mlperf_validity=str(verdicts.get("mlperf", {}).get("validity", "?")),
+    )
+
+
+def comparison_data(runs: Sequence[tuple[str, str | None, Mapping[str, Any]]]) -> dict[str, Any]:
+    """The comparison of ``runs`` (name, link or ``None``, ``results.json`` document),
+    JSON-ready, sorted by target rate then throughput (a sweep reads in order)."""
+    targets = {doc.get("settings", {}).get("effective", {}).get("target_latency_percentile")
+               for _, _, doc in runs}
+    common = targets.pop() if len(targets) == 1 else None
+    pct = _pct_key(common) if isinstance(common, float) else "99"
+    points = [_point(name, href, doc, pct) for name, href, doc in runs]
+    points.sort(key=lambda p: (p.target_qps or 0.0, p.throughput or 0.0, p.name))
+    fronts: dict[str, list[bool]] = {}
+    for m in METRICS:
+        usable = [i for i, p in enumerate(points)
+                  if p.throughput is not None and p.latency[m] is not None]
+        flags = pareto_front([(points[i].throughput or 0.0, points[i].latency[m] or 0.0)
+                              for i in usable])
+        fronts[m] = [False] * len(points)
+        for i, f in zip(usable, flags, strict=True):
+            fronts[m][i] = f
+    metrics = [m for m in METRICS if any(p.latency[m] is not None for p in points)]
+    return {
+        "kind": "comparison",
+        "throughput_label": "output tokens/s",
+        "percentile_label": pct,
+        "metrics": metrics,
+        "skipped": [],
+        "points": [{
+            "name": p.name, "href": p.href, "benchmark": p.benchmark, "scenario": p.scenario,
+            "target_qps": p.target_qps, "throughput": p.throughput, "latency": p.latency,
+            "front": {m: fronts[m][i] for m in METRICS},
+            "tokenmark_validity": p.tokenmark_validity, "mlperf_validity": p.mlperf_validity,
+        } for i, p in enumerate(points)],
+    }

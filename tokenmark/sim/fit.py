@@ -1,0 +1,173 @@
+"""Fitting the efficiency parameters to published Offline throughputs.
+
+In an Offline run every request is queued at time zero, so which requests each engine
+step carries does not depend on how long the steps take: a simulated Offline run can
+be recorded once, parameter-free, as each step's compute time and memory time at 100%
+efficiency, its communication time and its sequence count (an :class:`OfflineTrace`),
+and its throughput under any parameters is then exact and vectorised:
+
+    time(theta) = sum over steps of max(c0 / mfu, m0 / mbu) + comm + step_overhead
+                  + seq_overhead x seqs
+
+:func:`fit_efficiency` finds the four parameters of one group (an accelerator family
+and software stack) that minimise the mean squared log error of the predicted
+throughputs over the group's rows, with a weak prior (``PRIOR``) that keeps the
+parameters of a group with few rows near plausible values instead of letting them run
+to the edges. The optimiser is Nelder-Mead over unconstrained coordinates (logit of
+the two fractions, log of the two overheads); four dimensions and vectorised
+objectives make it fast and dependable here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from tokenmark.perfmodel import Efficiency
+from tokenmark.perfmodel.deployment import MAX_MFU, REFERENCE_HIDDEN
+
+__all__ = ["PRIOR", "OfflineTrace", "fit_efficiency", "nelder_mead", "predict_rate"]
+
+#: Prior centre and width per coordinate: (logit mfu, logit mbu, log step us, log seq us).
+PRIOR = (
+    (math.log(0.5 / 0.5), 1.5),
+    (math.log(0.75 / 0.25), 1.5),
+    (math.log(1500.0), 1.5),
+    (math.log(2.0), 2.5),
+)
+PRIOR_WEIGHT = 0.01
+
+
+class OfflineTrace:
+    """One replica's parameter-free Offline run; ``units`` are the tokens (or samples)
+    it produced and ``replicas`` how many such replicas the system has.
+
+    A step is compute-bound when ``c0 / mfu >= m0 / mbu``, i.e. when its ratio
+    ``c0 / m0 >= mfu / mbu``; with the steps sorted by that ratio and prefix sums kept,
+    the run's time under any parameters is exact in O(log steps)."""
+
+    def __init__(self, compute0: np.ndarray, memory0: np.ndarray, comm: np.ndarray,
+                 seqs: np.ndarray, units: float, replicas: int, hidden: int) -> None:
+        self.units = units
+        self.replicas = replicas
+        self.hidden = hidden
+        self.steps = int(compute0.shape[0])
+        ratio = compute0 / np.maximum(memory0, 1e-12)
+        order = np.argsort(ratio, kind="stable")
+        self._ratio = ratio[order]
+        c = compute0[order]
+        m = memory0[order]
+        self._c_suffix = np.concatenate((np.cumsum(c[::-1])[::-1], [0.0]))
+        self._m_prefix = np.concatenate(([0.0], np.cumsum(m)))
+        self._comm = float(comm.sum())
+        self._seqs = float(seqs.sum())
+
+    def time_ns(self, eff: Efficiency) -> float:
+        return self.time_raw(eff.mfu_for(self.hidden), eff.mbu, eff.step_overhead_ns,
+                             eff.seq_overhead_ns)
+
+    def time_raw(self, mfu: float, mbu: float, step_ns: float, seq_ns: float) -> float:
+        k = int(np.searchsorted(self._ratio, mfu / mbu, side="left"))
+        return (float(self._c_suffix[k]) / mfu + float(self._m_prefix[k]) / mbu
+                + self._comm + step_ns * self.steps + seq_ns * self._seqs)
+
+    def compute_bound_share(self, eff: Efficiency) -> float:
+        k = int(np.searchsorted(self._ratio, eff.mfu_for(self.hidden) / eff.mbu, side="left"))
+        return 1.0 - k / self.steps if self.steps else 0.0
+
+
+def predict_rate(trace: OfflineTrace, eff: Efficiency) -> float:
+    """Units per second of the whole system (all replicas)."""
+    t = trace.time_ns(eff)
+    return trace.replicas * trace.units / (t / 1e9) if t > 0 else 0.0
+
+
+def _efficiency(x: np.ndarray, base: Efficiency, source: str) -> Efficiency:
+    return replace(base, mfu=1 / (1 + math.exp(-x[0])), mbu=1 / (1 + math.exp(-x[1])),
+                   step_overhead_ns=int(math.exp(x[2]) * 1000),
+                   seq_overhead_ns=int(math.exp(x[3]) * 1000), source=source)
+
+
+def nelder_mead(f: Callable[[np.ndarray], float], x0: np.ndarray, step: float = 0.5,
+                iters: int = 600, tol: float = 1e-9) -> np.ndarray:
+    """Minimise ``f`` from ``x0`` (standard coefficients 1, 2, 0.5, 0.5)."""
+    n = x0.shape[0]
+    simplex = [x0.copy()] + [x0 + step * np.eye(n)[i] for i in range(n)]
+    vals = [f(x) for x in simplex]
+    for _ in range(iters):
+        order = np.argsort(vals)
+        simplex = [simplex[i] for i in order]
+        vals = [vals[i] for i in order]
+        if abs(vals[-1] - vals[0]) < tol:
+            break
+        centroid = np.mean(simplex[:-1], axis=0)
+        xr = centroid + (centroid - simplex[-1])
+        fr = f(xr)
+        if vals[0] <= fr < vals[-2]:
+            simplex[-1], vals[-1] = xr, fr
+            continue
+        if fr < vals[0]:
+            xe = centroid + 2.0 * (centroid - simplex[-1])
+            fe = f(xe)
+            simplex[-1], vals[-1] = (xe, fe) if fe < fr else (xr, fr)
+            continue
+        xc = centroid + 0.5 * (simplex[-1] - centroid)
+        fc = f(xc)
+        if fc < vals[-1]:
+            simplex[-1], vals[-1] = xc, fc
+            continue
+        best = simplex[0]
+        simplex = [best] + [best + 0.5 * (x - best) for x in simplex[1:]]
+        vals = [vals[0]] + [f(x) for x in simplex[1:]]
+    out: np.ndarray = simplex[int(np.argmin(vals))]
+    return out
+
+
+def fit_efficiency(
+    rows: Sequence[tuple[OfflineTrace, float]],
+    base: Efficiency,
+    source: str,
+    size_exponent: float = 0.0,
+    mbu: float | None = None,
+) -> tuple[Efficiency, float]:
+    """Parameters for one group from ``(trace, published rate)`` pairs, with the global
+    ``size_exponent`` (and ``mbu``, when given) held fixed, and the fit's median
+    absolute percentage error on those rows."""
+    base = replace(base, size_exponent=size_exponent)
+    if not rows:
+        return replace(base, source=source), 0.0
+    traces = [t for t, _ in rows]
+    sizes = [(t.hidden / REFERENCE_HIDDEN) ** size_exponent for t in traces]
+    scale = np.array([t.replicas * t.units for t in traces])
+    target = np.log(np.array([a for _, a in rows]))
+    centre = np.array([c for c, _ in PRIOR])
+    width = np.array([w for _, w in PRIOR])
+
+    fixed = None if mbu is None else math.log(mbu / (1 - mbu))
+
+    def objective(x: np.ndarray) -> float:
+        if fixed is not None:
+            x = x.copy()
+            x[1] = fixed
+        if np.any(np.abs(x) > 30):
+            return 1e9
+        mfu = 1 / (1 + math.exp(-x[0]))
+        mbu = 1 / (1 + math.exp(-x[1]))
+        so = math.exp(x[2]) * 1000
+        qo = math.exp(x[3]) * 1000
+        t = np.array([tr.time_raw(min(MAX_MFU, mfu * f), mbu, so, qo)
+                      for tr, f in zip(traces, sizes, strict=True)])
+        pred = np.log(scale / (t / 1e9))
+        err = float(np.mean((pred - target) ** 2))
+        return err + PRIOR_WEIGHT * float(np.sum(((x - centre) / width) ** 2))
+
+    x = nelder_mead(objective, centre.copy())
+    x = nelder_mead(objective, x, step=0.2)  # restart: Nelder-Mead can stall early
+    if fixed is not None:
+        x[1] = fixed
+    eff = _efficiency(x, base, source)
+    ape = [abs(predict_rate(t, eff) / a - 1) for t, a in rows]
+    return eff, float(np.median(ape))

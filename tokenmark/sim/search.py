@@ -1,0 +1,133 @@
+"""The highest Server query rate a deployment sustains within latency limits.
+
+MLPerf's Server result is the throughput at the highest Poisson arrival rate whose
+p99 TTFT and p99 TPOT (or p99 end-to-end latency) stay within the benchmark's limits;
+submitters find it by trying rates. :func:`max_server_rate` does the same in virtual
+time, by bisection on the rate (in log space) between a rate that passes and one that
+does not.
+
+Because the replicas are identical and the router is round-robin, one replica sees
+every R-th arrival of the whole Poisson stream (an Erlang-R renewal process), so
+simulating one replica with exactly those arrivals predicts every replica's latency;
+the cluster's rate is R times the replica's. The first ``warmup_fraction`` of the
+requests (an empty system answers faster) are left out of the percentiles.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from tokenmark.perfmodel import Deployment
+from tokenmark.scenarios import Schedule, ScheduleKind
+from tokenmark.settings import LatencyLimits, Scenario
+from tokenmark.sim.cluster import Cluster
+from tokenmark.sim.driver import simulate
+
+__all__ = ["ServerPoint", "max_server_rate", "replica_offline_rate", "replica_server_run"]
+
+
+@dataclass(frozen=True)
+class ServerPoint:
+    """One replica's run at a cluster-wide rate ``qps``."""
+
+    qps: float
+    ttft_p99_ns: int
+    tpot_p99_ns: int
+    e2e_p99_ns: int
+    tokens_per_request: float
+    passed: bool
+
+
+def _p99(values: np.ndarray) -> int:
+    if values.size == 0:
+        return 0
+    return int(np.sort(values)[int(values.size * 0.99)])
+
+
+def replica_server_run(
+    d: Deployment,
+    inputs: np.ndarray,
+    outputs: np.ndarray,
+    qps: float,
+    limits: LatencyLimits,
+    *,
+    requests: int = 3000,
+    warmup_fraction: float = 0.1,
+    seed: int = 0,
+) -> ServerPoint:
+    """One replica of ``d`` serving its round-robin share of a Poisson stream at a
+    cluster-wide ``qps``; ``inputs``/``outputs`` are the dataset's lengths, drawn
+    uniformly with replacement (seeded)."""
+    rng = np.random.default_rng(seed)
+    reps = d.replicas
+    gaps = rng.exponential(1e9 / qps, size=requests * reps)
+    times = np.floor(np.cumsum(gaps)[reps - 1::reps]).astype(np.int64)
+    times -= times[0]
+    idx = np.asarray(rng.integers(0, inputs.shape[0], size=int(times.shape[0])), dtype=np.int64)
+    n = times.shape[0]
+    sched = Schedule(kind=ScheduleKind.TIMED, scenario=Scenario.SERVER,
+                     sample_index=idx, query_id=np.arange(n, dtype=np.int64),
+                     scheduled_ns=times)
+    one = Cluster(d.single_replica())
+    r = simulate(sched, inputs, outputs, one)
+    keep = np.arange(n) >= int(n * warmup_fraction)
+    keep &= ~r.rejected
+    e2e = (r.done - r.scheduled)[keep]
+    ttft = (r.first - r.scheduled)[keep]
+    n_tok = r.output_tokens[keep]
+    tpot = np.where(n_tok > 1, (e2e - ttft) // np.maximum(n_tok - 1, 1), 0)
+    pt = _p99(ttft)
+    pp = _p99(tpot)
+    pe = _p99(e2e)
+    ok = not r.rejected.any()
+    if limits.ttft_ns is not None:
+        ok &= pt <= limits.ttft_ns
+    if limits.tpot_ns is not None:
+        ok &= pp <= limits.tpot_ns
+    if limits.e2e_ns is not None:
+        ok &= pe <= limits.e2e_ns
+    return ServerPoint(qps, pt, pp, pe, float(r.output_tokens.mean()), bool(ok))
+
+
+def replica_offline_rate(d: Deployment, inputs: np.ndarray, outputs: np.ndarray,
+                         requests: int = 2000, seed: int = 0) -> float:
+    """Requests per second one replica completes when all ``requests`` arrive at once."""
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, inputs.shape[0], size=requests).astype(np.int64)
+    zeros = np.zeros(requests, dtype=np.int64)
+    sched = Schedule(kind=ScheduleKind.TIMED, scenario=Scenario.OFFLINE, sample_index=idx,
+                     query_id=zeros, scheduled_ns=zeros)
+    r = simulate(sched, inputs, outputs, Cluster(d.single_replica()))
+    return requests / (r.end_ns / 1e9) if r.end_ns > 0 else 0.0
+
+
+def max_server_rate(
+    d: Deployment,
+    inputs: np.ndarray,
+    outputs: np.ndarray,
+    limits: LatencyLimits,
+    *,
+    requests: int = 3000,
+    rel_tol: float = 0.01,
+    seed: int = 0,
+) -> ServerPoint:
+    """The highest cluster-wide rate that passes ``limits`` (bisection in log space);
+    a point with ``passed`` False when even a trickle fails."""
+    hi = replica_offline_rate(d, inputs, outputs, seed=seed) * d.replicas * 1.05
+    if hi <= 0:
+        return ServerPoint(0.0, 0, 0, 0, 0.0, False)
+    lo = hi / 64
+    best = replica_server_run(d, inputs, outputs, lo, limits, requests=requests, seed=seed)
+    if not best.passed:
+        return best
+    while math.log(hi / lo) > rel_tol:
+        mid = math.sqrt(lo * hi)
+        p = replica_server_run(d, inputs, outputs, mid, limits, requests=requests, seed=seed)
+        if p.passed:
+            lo, best = mid, p
+        else:
+            hi = mid
+    return best
