@@ -32,6 +32,7 @@ from tokenmark.config.presets import load_round, rounds
 from tokenmark.correctness_api import audit_results, hf_sut_factory
 from tokenmark.errors import BadInputError, ConfigError
 from tokenmark.metrics.stats import Distribution
+from tokenmark.report import write_report
 from tokenmark.rules import Validity, Verdict
 from tokenmark.settings import Mode, Scenario, Seeds
 from tokenmark.sources.hf_tokenizer import load_hf_tokenizer
@@ -407,9 +408,21 @@ def run(
     except BadInputError as e:
         raise bad_input(e) from None
     _print_result(result, quiet=quiet, json_out=json_out)
+    _write_report(result, quiet=quiet or json_out)
     if not no_db:
         _store(result, db, quiet=quiet or json_out)
     raise typer.Exit(result.exit_code)
+
+
+def _write_report(result: RunResult, *, quiet: bool) -> None:
+    """Write report.html beside results.json; a failure warns and keeps the run's exit code."""
+    try:
+        path = write_report(result.output_dir)
+    except (OSError, ValueError, BadInputError) as e:
+        err.print(f"[yellow]warning:[/] no report.html: {e}", soft_wrap=True)
+        return
+    if not quiet:
+        err.print(f"report: {path}", highlight=False)
 
 
 def _headers(lines: list[str]) -> tuple[tuple[str, str], ...]:
