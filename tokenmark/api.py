@@ -14,16 +14,21 @@ import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from tokenmark import __version__
+from tokenmark.adapters.emulated_sut import EmulatedSUT, emulated_describe
 from tokenmark.adapters.inprocess import LatencyModel, LatencyModelSUT, NullSUT
+from tokenmark.adapters.openai_http import OpenAIHttpSUT
+from tokenmark.adapters.openai_target import OpenAIConfig
 from tokenmark.clock import Clock, FakeClock, MonotonicClock, run_virtual, wall_anchor
 from tokenmark.config.layering import LayeredSettings
 from tokenmark.dataset import Dataset, LengthDistribution, SyntheticDataset, describe_dataset
-from tokenmark.errors import ConfigError
+from tokenmark.engines.emulated import EmulatorSpec
+from tokenmark.errors import ConfigError, TargetError
+from tokenmark.loadgen.remote import RunDriver
 from tokenmark.loadgen.runner import Runner, RunnerStats, RunOutcome
 from tokenmark.metrics.endpoints import EndpointBreakdown
 from tokenmark.metrics.summary import Accumulator, Summary, summarize
@@ -40,11 +45,13 @@ from tokenmark.output.results import (
     verdicts_json,
     write_json_atomic,
 )
-from tokenmark.records import RequestRecord
-from tokenmark.rules import ClientStats, Verdicts, evaluate
+from tokenmark.records import Query, RequestRecord
+from tokenmark.rules import ClientStats, Finding, Verdicts, evaluate, with_findings
 from tokenmark.scenarios import Schedule, build_schedule, timed_trace
+from tokenmark.servers.emulated import EmulatedConfig, EmulatedServer, spec_arguments
+from tokenmark.servers.process import ServerProcess
 from tokenmark.settings import EffectiveSettings, Scenario, effective
-from tokenmark.sut import SystemUnderTest
+from tokenmark.sut import ResponseHandle, SystemUnderTest
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -52,7 +59,9 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_INVALID",
     "EXIT_VALID",
+    "EmulatedTarget",
     "RunResult",
+    "RunWatcher",
     "SutSpec",
     "default_dataset",
     "make_sut",
@@ -71,11 +80,27 @@ ProgressFn = Callable[[RunnerStats, float], None]
 
 @dataclass(frozen=True)
 class SutSpec:
-    """Which built-in system under test to run against."""
+    """Which built-in system under test to run against.
 
-    kind: str = "latency-model"  # latency-model | null
+    ``emulated``: the emulated server (:mod:`tokenmark.servers.emulated`) of
+    ``emulator``; in real time it is started on a free loopback port (in its own
+    process unless ``emulator_in_process``) and benchmarked over HTTP with ``api`` and
+    ``stream``, then stopped; on a virtual clock its engine serves in-process
+    (:class:`~tokenmark.adapters.emulated_sut.EmulatedSUT`).
+    """
+
+    kind: str = "latency-model"  # latency-model | null | emulated
     model: LatencyModel = LatencyModel()
     stream_tokens: bool = False
+    emulator: EmulatorSpec = EmulatorSpec()
+    emulator_server: EmulatedConfig = EmulatedConfig()
+    emulator_in_process: bool = False
+    api: str = "completions"
+    stream: bool = True
+    preconnect: int = 0
+    #: The client's settings for the emulated target (its URL is filled in); None: the
+    #: defaults with ``api``, ``stream`` and ``preconnect``.
+    client: OpenAIConfig | None = None
 
 
 def make_sut(spec: SutSpec, clock: Clock) -> SystemUnderTest:
@@ -83,7 +108,88 @@ def make_sut(spec: SutSpec, clock: Clock) -> SystemUnderTest:
         return LatencyModelSUT(clock, spec.model, stream_tokens=spec.stream_tokens)
     if spec.kind == "null":
         return NullSUT()
-    raise ConfigError(f"unknown system under test {spec.kind!r}; choose latency-model or null")
+    if spec.kind == "emulated":
+        if isinstance(clock, FakeClock):
+            return EmulatedSUT(clock, spec.emulator)
+        return EmulatedTarget(clock, spec)
+    raise ConfigError(f"unknown system under test {spec.kind!r}; choose emulated, "
+                      "latency-model or null")
+
+
+class EmulatedTarget:
+    """The emulated server on a free loopback port and the HTTP client against it: the
+    main job's default target. ``start`` starts the server (its own process, or this
+    one's event loop) and the client; ``stop`` stops both."""
+
+    def __init__(self, clock: Clock, spec: SutSpec) -> None:
+        self.spec = spec
+        self._clock = clock
+        d = spec.emulator.deployment()  # bad input fails before anything starts
+        self.label = spec.emulator.label(d)
+        self._efficiency = d.efficiency.source
+        self.url = ""
+        self.client: OpenAIHttpSUT | None = None
+        self.server: EmulatedServer | None = None
+        self.process: ServerProcess | None = None
+
+    @property
+    def name(self) -> str:
+        return "tokenmark-emulated-http"
+
+    def describe(self) -> dict[str, str]:
+        d = {"kind": "emulated server over HTTP",
+             **emulated_describe(self.spec.emulator, self.label, self._efficiency),
+             "server": "same process" if self.spec.emulator_in_process else
+             "own process", "url": self.url}
+        srv = self.spec.emulator_server
+        if srv.faults or srv.fault_cycle:
+            d["faults"] = ", ".join([f"{f}={p:g}" for f, p in srv.faults]
+                                    + [f"cycle {','.join(srv.fault_cycle)}"] * bool(
+                                        srv.fault_cycle))
+        if self.client is not None:
+            client = self.client.describe()
+            client.pop("kind", None)
+            d.update({k: v for k, v in client.items() if k not in d})
+        return d
+
+    async def start(self) -> None:
+        spec = self.spec
+        if spec.emulator_in_process:
+            self.server = EmulatedServer(spec.emulator, spec.emulator_server)
+            await self.server.start()
+            self.url = self.server.url
+        else:
+            proc = ServerProcess(spec_arguments(spec.emulator, spec.emulator_server),
+                                 module="tokenmark.servers.emulated")
+            try:
+                proc.start()
+            except RuntimeError as e:
+                raise TargetError(f"the emulated server did not start: {e}") from None
+            self.process = proc
+            self.url = proc.url
+        if spec.client is not None:
+            cfg = replace(spec.client, urls=(self.url,))
+        else:
+            cfg = OpenAIConfig(urls=(self.url,), api=spec.api, stream=spec.stream,
+                               preconnect=spec.preconnect)
+        self.client = OpenAIHttpSUT(self._clock, cfg)
+        await self.client.start()
+
+    def issue(self, query: Query, handle: ResponseHandle) -> None:
+        assert self.client is not None
+        self.client.issue(query, handle)
+
+    async def flush(self) -> None:
+        if self.client is not None:
+            await self.client.flush()
+
+    async def stop(self) -> None:
+        if self.client is not None:
+            await self.client.stop()
+        if self.server is not None:
+            await self.server.stop()
+        if self.process is not None:
+            self.process.stop()
 
 
 def default_dataset(
@@ -102,6 +208,30 @@ def default_dataset(
     inp = LengthDistribution.parse(input_lengths or "normal:800:200")
     out = LengthDistribution.parse(output_lengths or f"uniform:{max(2, max_out // 2)}:{max_out}")
     return SyntheticDataset(n, inp, out, seed=seed, max_output_tokens=max_out)
+
+
+class RunWatcher(Protocol):
+    """Something that watches a run from beside it (:mod:`tokenmark.trust`): the workload
+    manifest, the client monitor, the environment fingerprint, a metrics scraper.
+
+    ``plan`` sees the schedule before anything is written (it may raise BadInputError);
+    ``start``/``stop`` bracket the run on its event loop (``stop`` runs even when the run
+    fails); ``record`` sees every finished record; ``finish`` returns the results.json
+    section stored under ``key`` and findings for the tokenmark verdict.
+    """
+
+    key: str
+
+    def plan(self, eff: EffectiveSettings, schedule: Schedule) -> None: ...
+
+    async def start(self, output_dir: Path) -> None: ...
+
+    def record(self, rec: RequestRecord) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def finish(self, summary: Summary, output_dir: Path
+               ) -> tuple[dict[str, Any], list[Finding]]: ...
 
 
 @dataclass(frozen=True)
@@ -127,13 +257,21 @@ def run_benchmark(
     drain_timeout_s: float = 0.0,
     trace: tuple[np.ndarray, np.ndarray] | None = None,
     encode: Callable[[str], Sequence[int]] | None = None,
+    stop_when: Callable[[RequestRecord], str] | None = None,
+    driver: RunDriver | None = None,
+    watchers: Sequence[RunWatcher] = (),
 ) -> RunResult:
     """Run one benchmark and write its results folder. Raises ConfigError on bad input.
 
     ``trace`` (send offsets in ns, dataset indices) replaces the scenario's schedule: the
     run replays the trace's timing (the ``trace`` pattern). ``encode`` turns returned
     text into token ids for ``mlperf_log_accuracy.json`` when a system answers in text
-    (an HTTP target): give the model's tokenizer.
+    (an HTTP target): give the model's tokenizer. ``stop_when`` sees every finished
+    record and returns a reason to stop the run early ('' to go on; find-peak probes
+    stop once their verdict is certain). ``driver`` runs the schedule on remote workers
+    (:mod:`tokenmark.distributed`) instead of a local runner; ``sut`` is then built
+    on each worker. ``watchers`` run beside the run (:class:`RunWatcher`); their
+    sections and findings go into the results.
     """
     if trace is not None:
         offsets, samples = trace
@@ -146,22 +284,44 @@ def run_benchmark(
         schedule = timed_trace(eff, trace[0], trace[1])
     else:
         schedule = build_schedule(eff, len(dataset))
+    for w in watchers:
+        w.plan(eff, schedule)
     output_dir.mkdir(parents=True, exist_ok=True)
     clock: Clock = FakeClock() if virtual_time else MonotonicClock()
     factory = sut if callable(sut) else (lambda c: make_sut(sut, c))
-    system = factory(clock)
-    started = dt.datetime.now(dt.UTC)
     recorder = accuracy_recorder(output_dir, eff, encode=encode)
-    coro = _run_async(eff, schedule, dataset, system, clock, output_dir, progress,
-                      drain_timeout_s, recorder, record_consumers)
+    if driver is not None and (virtual_time or recorder is not None):
+        raise ConfigError("a distributed run is a performance run in real time; drop "
+                          "--virtual-time and --mode accuracy / --audit")
+    local: SystemUnderTest | None = None
+    system: SystemUnderTest | RunDriver
+    if driver is None:
+        system = local = factory(clock)
+    else:
+        system = driver
+    started = dt.datetime.now(dt.UTC)
+    coro = _run_async(eff, schedule, dataset, local, clock, output_dir, progress,
+                      drain_timeout_s, recorder, record_consumers, stop_when, factory, driver,
+                      watchers)
     if isinstance(clock, FakeClock):
         outcome, summary, verdicts, anchor, per_endpoint = run_virtual(coro, clock)
     else:
         outcome, summary, verdicts, anchor, per_endpoint = asyncio.run(coro)
+    sections: dict[str, Any] = {}
+    extra: list[Finding] = []
+    for w in watchers:
+        section, found = w.finish(summary, output_dir)
+        sections[w.key] = section
+        extra.extend(found)
+    if extra:
+        verdicts = with_findings(verdicts, extra)
     doc = _document(layered, eff, dataset, system, summary, verdicts, outcome, started,
                     anchor, virtual_time)
+    doc.update(sections)
     if recorder is not None:
         doc["accuracy_log"] = recorder.stats.to_json()
+    if driver is not None:
+        doc["distributed"] = driver.report()
     if any(name != "(none)" for name in per_endpoint):
         doc["summary"]["per_endpoint"] = per_endpoint
     if eff.is_mlperf:
@@ -181,37 +341,63 @@ async def _run_async(
     eff: EffectiveSettings,
     schedule: Schedule,
     dataset: Dataset,
-    system: SystemUnderTest,
+    system: SystemUnderTest | None,
     clock: Clock,
     output_dir: Path,
     progress: ProgressFn | None,
     drain_timeout_s: float,
     recorder: AccuracyRecorder | None,
     record_consumers: Sequence[Callable[[RequestRecord], None]] = (),
+    stop_when: Callable[[RequestRecord], str] | None = None,
+    factory: Callable[[Clock], SystemUnderTest] | None = None,
+    driver: RunDriver | None = None,
+    watchers: Sequence[RunWatcher] = (),
 ) -> tuple[RunOutcome, Summary, Verdicts, tuple[int, int], dict[str, Any]]:
     sink = JsonlRecordSink(output_dir / RECORDS_FILE)
     acc = Accumulator()
     endpoints = EndpointBreakdown()
-    runner = Runner(
-        schedule,
-        dataset,
-        system,
-        clock,
-        sinks=[sink],
-        consumers=[acc.add, endpoints.add, *record_consumers],
-        max_concurrency=eff.max_concurrency,
-        drain_timeout_ns=int(drain_timeout_s * 1e9),
-        outputs=recorder,
-    )
     loop = asyncio.get_running_loop()
+    consumers = [acc.add, endpoints.add, *record_consumers, *(w.record for w in watchers)]
+    runner: Runner | RunDriver
+    if stop_when is not None:
+        def watch(rec: RequestRecord) -> None:
+            reason = stop_when(rec)
+            if reason and not runner.stopping:
+                loop.call_soon(runner.request_stop, reason)
+
+        consumers.append(watch)
+    if driver is not None or system is None:
+        assert driver is not None
+        runner = driver
+    else:
+        runner = Runner(
+            schedule,
+            dataset,
+            system,
+            clock,
+            sinks=[sink],
+            consumers=consumers,
+            max_concurrency=eff.max_concurrency,
+            drain_timeout_ns=int(drain_timeout_s * 1e9),
+            outputs=recorder,
+        )
     handled = _install_sigint(loop, runner)
     reporter: asyncio.Task[None] | None = None
-    await system.start()
+    if system is not None:
+        await system.start()
     anchor = wall_anchor()
+    started_watchers: list[RunWatcher] = []
     try:
+        for w in watchers:
+            await w.start(output_dir)
+            started_watchers.append(w)
         if progress is not None:
             reporter = asyncio.ensure_future(_report(runner, clock, progress))
-        outcome = await runner.run()
+        if isinstance(runner, Runner):
+            outcome = await runner.run()
+        else:
+            assert factory is not None
+            outcome = await runner.run(eff, schedule, dataset, factory, consumers, [sink])
     finally:
         if reporter is not None:
             reporter.cancel()
@@ -220,7 +406,10 @@ async def _run_async(
         sink.close()
         if recorder is not None:
             recorder.close()
-        await system.stop()
+        for w in reversed(started_watchers):
+            await w.stop()
+        if system is not None:
+            await system.stop()
     data = acc.finish(outcome.scheduled, interrupted=outcome.interrupted,
                       reason=outcome.interrupt_reason)
     summary = summarize(data, eff)
@@ -238,7 +427,7 @@ async def _run_async(
 def _run_facts(
     layered: LayeredSettings,
     dataset: Dataset,
-    system: SystemUnderTest,
+    system: SystemUnderTest | RunDriver,
     summary: Summary,
     outcome: RunOutcome,
     started: dt.datetime,
@@ -266,7 +455,7 @@ def _run_facts(
     )
 
 
-def _install_sigint(loop: asyncio.AbstractEventLoop, runner: Runner) -> bool:
+def _install_sigint(loop: asyncio.AbstractEventLoop, runner: Runner | RunDriver) -> bool:
     def on_sigint() -> None:
         if runner.stopping:
             raise KeyboardInterrupt  # a second Ctrl-C: stop at once
@@ -279,7 +468,7 @@ def _install_sigint(loop: asyncio.AbstractEventLoop, runner: Runner) -> bool:
         return False
 
 
-async def _report(runner: Runner, clock: Clock, progress: ProgressFn) -> None:
+async def _report(runner: Runner | RunDriver, clock: Clock, progress: ProgressFn) -> None:
     while True:
         await asyncio.sleep(0.25)
         progress(runner.stats, (clock.now_ns() - runner.t0) / 1e9)
@@ -289,7 +478,7 @@ def _document(
     layered: LayeredSettings,
     eff: EffectiveSettings,
     dataset: Dataset,
-    system: SystemUnderTest,
+    system: SystemUnderTest | RunDriver,
     summary: Summary,
     verdicts: Verdicts,
     outcome: RunOutcome,

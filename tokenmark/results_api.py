@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from tokenmark.importer import FileError, Limits, canonical_benchmark, canonical
 from tokenmark.resultrows import Label, ResultRow, RunRecord
 from tokenmark.store import Store, WriteCounts
 from tokenmark.store import engine as store_engine
+from tokenmark.store.signatures import Signature, signatures_of
 
 __all__ = [
     "DbStatus",
@@ -45,6 +46,7 @@ __all__ = [
     "resolve_benchmark",
     "resolve_scenario",
     "scaling",
+    "signers",
     "software_gains",
     "store_run",
 ]
@@ -226,6 +228,14 @@ def get_run(run_hash: str, *, db: PathLike | None = None) -> RunRecord:
     if len(found) > 1:
         raise BadInputError(f"run hash prefix {key} matches {len(found)} runs; give more digits")
     return found[0]
+
+
+def signers(run_hashes: Sequence[str] | None = None, *, db: PathLike | None = None
+            ) -> dict[str, list[Signature]]:
+    """Who signed each run's result bundle: run hash -> signatures (verified first);
+    written by ``tokenmark bundle`` and ``tokenmark verify --store``."""
+    with Store.open(db) as st:
+        return signatures_of(st, run_hashes)
 
 
 def leaderboard(

@@ -17,7 +17,8 @@ required, and how to fix a failure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from tokenmark.earlystop import (
@@ -35,7 +36,10 @@ __all__ = [
     "Verdict",
     "VerdictKind",
     "Verdicts",
+    "client_bottleneck",
     "evaluate",
+    "server_counts",
+    "with_findings",
 ]
 
 
@@ -410,4 +414,84 @@ def _user_limits(s: Summary, eff: EffectiveSettings) -> Finding:
         ", ".join(observed),
         ", ".join(required),
         "" if ok else "Lower the offered load until the limits hold (see goodput).",
+    )
+
+
+# -- findings of the run's watchers (tokenmark.trust) -----------------------------------
+
+
+def with_findings(v: Verdicts, extra: Sequence[Finding]) -> Verdicts:
+    """``v`` with tokenmark-verdict findings added; a failed one makes it INVALID."""
+    found = tuple(f for f in extra if f.verdict is VerdictKind.TOKENMARK)
+    if not found:
+        return v
+    tm = v.tokenmark
+    valid = tm.validity is Validity.VALID and all(f.passed for f in found)
+    return replace(v, tokenmark=Verdict(
+        VerdictKind.TOKENMARK, Validity.VALID if valid else Validity.INVALID,
+        tm.findings + found))
+
+
+def client_bottleneck(
+    busy_fraction: float,
+    lag_p99_ns: int,
+    samples: int,
+    *,
+    busy_limit: float = 0.9,
+    lag_limit_ns: int = 10_000_000,
+    saturated_share: float = 0.5,
+    saturated_samples: int = 0,
+    machine_busy_fraction: float = 0.0,
+) -> Finding:
+    """Was the client the bottleneck? It was when its process kept a core busy
+    (``busy_fraction`` of one core, over the run, >= ``busy_limit``, or more than
+    ``saturated_share`` of the sampling windows were), or the whole client machine was
+    (``machine_busy_fraction`` of its cores >= ``busy_limit``: other load starved it),
+    *and* its event loop fell behind (p99 loop lag above ``lag_limit_ns``): then requests
+    waited for the client, not the server. Either alone is not enough: a busy but
+    punctual loop kept up, and a late loop on an idle machine is not CPU-bound.
+    """
+    share = saturated_samples / samples if samples else 0.0
+    busy = (busy_fraction >= busy_limit or share > saturated_share
+            or machine_busy_fraction >= busy_limit)
+    lagging = lag_p99_ns > lag_limit_ns
+    ok = not (busy and lagging)
+    return Finding(
+        "client_saturation",
+        VerdictKind.TOKENMARK,
+        ok,
+        f"client process {busy_fraction:.0%} of a core ({share:.0%} of {samples} windows "
+        f"saturated), machine {machine_busy_fraction:.0%} busy, event-loop lag p99 "
+        f"{_ms(lag_p99_ns)}",
+        f"not both: CPU >= {busy_limit:.0%} (of a core, or of the machine) and loop lag "
+        f"p99 > {_ms(lag_limit_ns)}",
+        "" if ok else "The client, not the server, limited this run: use client worker "
+        "processes (--workers), a faster client machine, or a lower load; "
+        "'tokenmark calibrate' measures what this client sustains.",
+    )
+
+
+def server_counts(
+    source: str,
+    checks: Sequence[tuple[str, float, float, float]],
+) -> Finding:
+    """Do the server's own counters agree with the client's? ``checks`` are
+    ``(what, server, client, relative tolerance)``; any difference beyond its tolerance
+    fails (other traffic on the server, lost requests, or miscounted tokens)."""
+    observed: list[str] = []
+    bad: list[str] = []
+    for what, server, client, tol in checks:
+        observed.append(f"{what}: server {server:g}, client {client:g}")
+        if abs(server - client) > tol * max(abs(client), 1.0):
+            bad.append(what)
+    ok = not bad
+    return Finding(
+        "server_counts_agreement",
+        VerdictKind.TOKENMARK,
+        ok,
+        f"{source}: " + "; ".join(observed),
+        "server counters equal the client's counts (requests exactly, tokens within "
+        "the stated tolerance)",
+        "" if ok else f"The server counted different {', '.join(bad)}: make sure nothing "
+        "else used the server during the run, and that the client tokenizer is the model's.",
     )

@@ -64,7 +64,9 @@ def readme_run_examples() -> list[list[str]]:
         for line in block.splitlines():
             line = line.split("#", 1)[0].strip()
             needs_files = ("--config", "--user-conf", "--url", "--dataset", "--trace",
-                           "--model-dir", "--image-dir", ">")
+                           "--model-dir", "--image-dir", ">",
+                           # real time only; tests/submission and tests/distributed run them
+                           "--loadgen official", "--distributed")
             if line.startswith("tokenmark run") and not any(x in line for x in needs_files):
                 out.append(shlex.split(line)[1:])
     return out

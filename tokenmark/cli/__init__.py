@@ -14,8 +14,12 @@ from tokenmark.api import EXIT_INTERNAL
 from tokenmark.cli import correctness as _correctness  # noqa: F401
 from tokenmark.cli import faces as _faces  # noqa: F401  (registers its commands)
 from tokenmark.cli import run as _run  # noqa: F401  (registers its commands)
+from tokenmark.cli import scale as _scale  # noqa: F401  (registers its commands)
+from tokenmark.cli import serve as _serve  # noqa: F401  (registers its commands)
 from tokenmark.cli import simulate as _simulate  # noqa: F401  (registers its commands)
 from tokenmark.cli import store as _store  # noqa: F401  (registers its commands)
+from tokenmark.cli import submission as _submission  # noqa: F401  (registers its commands)
+from tokenmark.cli import trust as _trust  # noqa: F401  (registers its commands)
 from tokenmark.cli.app import app, err
 
 __all__ = ["app", "main"]

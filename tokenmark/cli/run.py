@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tokenmark import __version__, results_api
+from tokenmark import __version__, results_api, scale_api, submission_api
 from tokenmark.adapters.inprocess import LatencyModel
 from tokenmark.adapters.openai_target import OpenAIConfig
 from tokenmark.api import (
@@ -25,25 +25,29 @@ from tokenmark.api import (
 from tokenmark.assemble import WorkloadSpec, build_workload, http_sut_factory
 from tokenmark.cli.app import app, bad_input, err
 from tokenmark.cli.progress import ProgressMode, progress_view
+from tokenmark.cli.trust import manifest_plan, run_watchers
 from tokenmark.clock import Clock
 from tokenmark.compliance.audit import apply_audit, audit_for
 from tokenmark.config.layering import build_settings, default_scenario, read_toml
 from tokenmark.config.presets import load_round, rounds
 from tokenmark.correctness_api import audit_results, hf_sut_factory
+from tokenmark.engines.emulated import EmulatorSpec
 from tokenmark.errors import BadInputError, ConfigError
 from tokenmark.metrics.stats import Distribution
 from tokenmark.report import write_report
 from tokenmark.rules import Validity, Verdict
-from tokenmark.settings import Mode, Scenario, Seeds
+from tokenmark.settings import Mode, Scenario, Seeds, effective
 from tokenmark.sources.hf_tokenizer import load_hf_tokenizer
 from tokenmark.sut import SystemUnderTest
 
 WL = "Workload"
 TG = "HTTP target"
+EM = "Emulated server (the default target)"
 
 
 @app.command()
 def run(
+    ctx: typer.Context,
     benchmark: Annotated[str, typer.Option(
         "--benchmark", "-b", help="Benchmark as the submission checker names it "
         "(llama3.1-8b, llama2-70b-99, deepseek-r1, ...) or a LoadGen alias.")] = "",
@@ -161,8 +165,24 @@ def run(
         help="Sort a trace whose timestamps go backwards instead of failing.",
         rich_help_panel=WL)] = False,
     sut: Annotated[str | None, typer.Option(
-        help="Built-in system under test: latency-model, null, or hf (a real model "
-        "in-process, --model-dir).")] = None,
+        help="Built-in system under test: emulated (the default without --url: the "
+        "emulated server, started on loopback and benchmarked over HTTP; in-process with "
+        "--virtual-time), latency-model (the default when a --sut-*-ms option is given), "
+        "null, or hf (a real model in-process, --model-dir).")] = None,
+    accelerator: Annotated[str, typer.Option(
+        help="emulated: the accelerator (H200, B200, MI300X, ...; see accelerators.csv).",
+        rich_help_panel=EM)] = "",
+    accelerators: Annotated[int, typer.Option(
+        help="emulated: accelerators in all (tp x replicas; 0: from --tp/--replicas).",
+        rich_help_panel=EM)] = 0,
+    tp: Annotated[int, typer.Option(
+        help="emulated: tensor parallelism (0: the fewest of 1/2/4/8 that hold the model).",
+        rich_help_panel=EM)] = 0,
+    replicas: Annotated[int, typer.Option(
+        help="emulated: replicas (0: one).", rich_help_panel=EM)] = 0,
+    precision: Annotated[str, typer.Option(
+        help="emulated: bf16, fp8 or fp4 (default: bf16, or the narrowest that fits).",
+        rich_help_panel=EM)] = "",
     sut_ttft_ms: Annotated[float | None, typer.Option(
         help="latency-model: time to first token in ms.")] = None,
     sut_tpot_ms: Annotated[float | None, typer.Option(
@@ -232,9 +252,23 @@ def run(
     model_dir: Annotated[Path | None, typer.Option(
         help="--sut hf: a local Hugging Face model folder served in-process on the CPU.")
     ] = None,
+    loadgen: Annotated[str, typer.Option(
+        help="Load generator: 'tokenmark' (its own) or 'official' (the mlcommons-loadgen "
+        "package drives the SUT and writes the MLPerf logs; needed for closed-division "
+        "submissions).")] = "tokenmark",
+    find_peak: Annotated[bool, typer.Option(
+        help="With --loadgen official: LoadGen's FindPeakPerformance search for the highest "
+        "Server QPS meeting the latency limits, starting from --qps.")] = False,
     virtual_time: Annotated[bool, typer.Option(
         help="Run on a virtual clock (in-process systems only): minutes of benchmark in "
         "seconds.")] = False,
+    distributed: Annotated[str, typer.Option(
+        help="'ray': shard the schedule across Ray actors (the ray extra); records merge "
+        "into one run.")] = "",
+    ray_address: Annotated[str | None, typer.Option(
+        help="Ray cluster HOST:PORT (default: $RAY_ADDRESS, else a local instance).")] = None,
+    ray_workers: Annotated[int, typer.Option(
+        help="Ray actors (client workers) of a --distributed ray run.")] = 2,
     db: Annotated[str | None, typer.Option(
         "--db", help="Results database to store the run in (default: $TOKENMARK_DB, else "
         "~/.local/share/tokenmark/results.db).")] = None,
@@ -246,6 +280,26 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the verdicts.")] = False,
     json_out: Annotated[bool, typer.Option(
         "--json", help="Print results.json to stdout instead of tables.")] = False,
+    manifest: Annotated[Path | None, typer.Option(
+        help="Re-run a workload manifest (a manifest.json or the results folder holding "
+        "it): the identical request stream, its files and fingerprints checked first.",
+        rich_help_panel="Trust")] = None,
+    calibrate: Annotated[bool, typer.Option(
+        help="HTTP targets: check the planned load against this client's measured "
+        "capacity ('tokenmark calibrate', cached per machine).", rich_help_panel="Trust")
+    ] = False,
+    client_share: Annotated[float, typer.Option(
+        help="--calibrate: the largest share of the client's capacity a plan may take.",
+        rich_help_panel="Trust")] = 0.5,
+    allow_client_overload: Annotated[bool, typer.Option(
+        help="--calibrate: run a plan above --client-share anyway (recorded).",
+        rich_help_panel="Trust")] = False,
+    client_watch: Annotated[bool, typer.Option(
+        help="Watch client CPU and event-loop lag, fingerprint client and server, scrape "
+        "the server's Prometheus metrics.", rich_help_panel="Trust")] = True,
+    metrics_interval: Annotated[float, typer.Option(
+        help="Seconds between scrapes of the server's /metrics.", rich_help_panel="Trust")
+    ] = 1.0,
 ) -> None:
     """Run a benchmark and judge it: the MLPerf verdict and the tokenmark verdict.
 
@@ -301,6 +355,9 @@ def run(
         if audit is not None:
             layered = replace(layered, settings=apply_audit(layered.settings,
                                                             audit_for(audit)))
+        plan = manifest_plan(ctx, manifest)
+        if plan is not None:
+            layered = plan.layered
         logs_outputs = layered.settings.mode is Mode.ACCURACY or audit is not None
         ds = doc.get("dataset", {})
         spec_w = WorkloadSpec(
@@ -334,7 +391,10 @@ def run(
             trace_sort=trace_sort,
             seed=seed or 0,
         )
+        if plan is not None:
+            spec_w = plan.spec
         workload = build_workload(spec_w, layered)
+        effective(layered.settings, len(workload.dataset))  # bad settings fail before any output
         s = doc.get("sut", {})
         lm = LatencyModel(
             ttft_ns=int((sut_ttft_ms or s.get("ttft_ms", 50.0)) * 1e6),
@@ -342,8 +402,19 @@ def run(
             max_batch=sut_max_batch or s.get("max_batch", 0),
             batch_slope=sut_batch_slope or s.get("batch_slope", 0.0),
         )
+        latency_flags = (sut_ttft_ms, sut_tpot_ms, sut_max_batch, sut_batch_slope)
+        kind = sut or s.get("kind") or (
+            "latency-model" if any(x is not None for x in latency_flags) else "emulated")
+        emu = EmulatorSpec(
+            accelerator=accelerator or s.get("accelerator", "H200"), model=layered.preset.name,
+            precision=precision or s.get("precision", ""), tp=tp or s.get("tp", 0),
+            replicas=replicas or s.get("replicas", 0),
+            accelerators=accelerators or s.get("accelerators", 0))
+        if kind == "emulated":
+            emu.deployment()  # an unknown name or a model that does not fit fails here
         spec: SutSpec | Callable[[Clock], SystemUnderTest] = SutSpec(
-            kind=sut or s.get("kind", "latency-model"), model=lm)
+            kind=kind, model=lm, emulator=emu, api=api, stream=stream,
+            preconnect=layered.settings.concurrency or layered.settings.max_concurrency or 0)
         if (sut or s.get("kind")) == "hf":
             spec = hf_sut_factory(model_dir or Path(s.get("model_dir", "")))
         tg = doc.get("target", {})
@@ -370,7 +441,10 @@ def run(
             if logs_outputs and spec_w.tokenizer == "builtin":
                 raise ConfigError("logging outputs of an HTTP target needs the model's "
                                   "tokenizer to turn text into token ids; give --tokenizer PATH")
+            if plan is not None and plan.sampling is not None:
+                cfg = plan.sampling.apply(cfg)
             spec = http_sut_factory(cfg, workers=workers)
+        driver = scale_api.distributed_driver(distributed, ray_address, ray_workers)
         eff_scenario = layered.settings.scenario
         out_dir = output or Path("results") / (
             f"{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{layered.preset.name}-"
@@ -394,12 +468,29 @@ def run(
         encode = None
         if logs_outputs and spec_w.tokenizer != "builtin":
             encode = load_hf_tokenizer(spec_w.tokenizer).encode
-        with view:
-            result = run_benchmark(
-                layered, workload.dataset, spec, out_dir, virtual_time=virtual_time,
-                progress=view.update if view.active else None,
-                record_consumers=[view.consume] if view.active else (), trace=trace_plan,
-                encode=encode)
+        if loadgen not in ("tokenmark", "official"):
+            raise ConfigError(f"unknown --loadgen {loadgen!r}; choose tokenmark or official")
+        if find_peak and loadgen != "official":
+            raise ConfigError("--find-peak is LoadGen's FindPeakPerformance: add "
+                              "--loadgen official")
+        if loadgen == "official":
+            if virtual_time or trace_plan is not None or audit is not None:
+                raise ConfigError("--loadgen official runs in real time, without --trace or "
+                                  "--audit (LoadGen reads audits from audit.config)")
+            result = submission_api.run_official_loadgen(layered, workload.dataset, spec,
+                                                         out_dir, find_peak=find_peak)
+        else:
+            watchers = run_watchers(
+                layered, spec_w, workload, cfg if urls else None, plan,
+                virtual_time=virtual_time, watch=client_watch, calibrate=calibrate,
+                client_share=client_share, allow_overload=allow_client_overload,
+                workers=workers, metrics_interval=metrics_interval)
+            with view:
+                result = run_benchmark(
+                    layered, workload.dataset, spec, out_dir, virtual_time=virtual_time,
+                    progress=view.update if view.active else None,
+                    record_consumers=[view.consume] if view.active else (), trace=trace_plan,
+                    encode=encode, driver=driver, watchers=watchers)
         if audit is not None and audit.upper() in ("TEST06", "TEST09") and (
                 out_dir / "mlperf_log_accuracy.json").is_file():
             verdict = audit_results(audit, out_dir)

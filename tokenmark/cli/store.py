@@ -192,11 +192,21 @@ def compare(
     scenario: Annotated[str | None, typer.Option()] = None,
     normalise: Annotated[bool, typer.Option(
         help="Compare per-accelerator figures when the counts differ.")] = False,
+    max_regression: Annotated[str | None, typer.Option(
+        help="Regression gate for CI: A and B are results folders (baseline, new run); "
+        "exit 1 when throughput or a latency percentile got worse by more than this "
+        "(e.g. 5%) with 95% confidence.")] = None,
 ) -> None:
-    """Generation over generation: system B against system A, per benchmark and scenario.
+    """Generation over generation: system B against system A, per benchmark and scenario;
+    or, given two results folders, a regression gate between a baseline and a new run.
 
     Example: tokenmark compare v5.1/NVIDIA/GB300-NVL72_GB300-288GB_aarch64x72_TRT v6.0/NVIDIA/GB300-NVL72_GB300-288GB_aarch64x288_TRT --normalise
+    Example: tokenmark compare results/baseline results/candidate --max-regression 5%
     """  # noqa: E501
+    if max_regression is not None or (Path(a).is_dir() and Path(b).is_dir()):
+        from tokenmark.cli.trust import regression_gate
+
+        raise typer.Exit(regression_gate(Path(a), Path(b), max_regression or "5%"))
     try:
         c = results_api.compare(a, b, db=db, benchmark=benchmark, scenario=scenario,
                                 normalise=normalise)

@@ -43,7 +43,7 @@ __all__ = [
 #: The demo profile: short, clearly labelled, still judged by LoadGen's rules.
 DEMO_PROFILE: dict[str, Any] = {
     "min_duration_ms": 20_000,
-    "target_qps": 30.0,
+    "target_qps": 20.0,
     "offline_expected_qps": 30.0,
     "min_query_count": 256,
     "performance_sample_count": 256,

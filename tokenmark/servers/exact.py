@@ -17,24 +17,8 @@ tokenmark's records use), keyed by the client's ``X-Request-Id`` header. Tests a
 ``bench/`` compare client records with these rows.
 
 Faults (``faults``, cycled by the order requests arrive in) produce each failure a
-client must classify:
-
-=================  ==========================================================
-``ok``             a normal answer
-``status:N``       HTTP status ``N`` with a JSON error body
-``reset``          the connection is reset before any response
-``reset_mid:K``    reset after ``K`` tokens
-``close_mid:K``    a clean close after ``K`` tokens (no chunk terminator)
-``end_mid:K``      a well-framed body that ends after ``K`` tokens (no finish, no [DONE])
-``no_done``        a complete stream without ``data: [DONE]`` (as transformers serve)
-``malformed``      a 200 event stream whose events are not JSON
-``bad_chunk``      broken chunked framing
-``error_event``    an ``{"error": ...}`` event after the first token
-``stall``          the request is read and never answered
-``stall_mid:K``    ``K`` tokens, then silence
-``usage:D``        usage reports ``D`` more completion tokens than were streamed
-``echo_auth``      HTTP 401 quoting the request's ``Authorization`` header
-=================  ==========================================================
+client must classify; the vocabulary, and what each fault does, is
+:mod:`tokenmark.servers.faults` (shared with the emulated server).
 
 ``exit_after=N`` makes the server die (every connection reset, the listener closed) when
 request ``N + 1`` arrives; run as a process (``python -m tokenmark.servers.exact``), it
@@ -46,27 +30,23 @@ from __future__ import annotations
 import asyncio
 import heapq
 import json
-import socket
 import ssl
-import struct
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from time import perf_counter_ns
-from typing import cast
+from typing import Any
 
+from tokenmark.servers.faults import MORE, Fault, FaultPlan, OutStream, Truth
+from tokenmark.servers.http_base import Conn, Head, error_body
 from tokenmark.servers.render import (
     HEAD_CLOSE,
     HEAD_SSE,
-    StreamBody,
     json_response,
     render_full,
     render_stream,
 )
 
 __all__ = ["ExactConfig", "ExactServer", "Truth"]
-
-_LINGER_RST = struct.pack("ii", 1, 0)
-_MAX_HEAD = 65536
 
 
 @dataclass(frozen=True)
@@ -92,53 +72,6 @@ class ExactConfig:
     reasoning_tokens: int = 0
 
 
-@dataclass(slots=True)
-class Truth:
-    """What the server did for one generation request (perf_counter_ns times)."""
-
-    rid: str
-    ordinal: int
-    fault: str
-    recv_ns: int
-    prompt_tokens: int
-    tokens: int = 0  # tokens written
-    first_ns: int = -1
-    last_ns: int = -1
-    done_ns: int = -1
-    token_ns: array[int] | None = field(default=None, repr=False)
-    headers: dict[str, str] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, object]:
-        d: dict[str, object] = {
-            "rid": self.rid, "ordinal": self.ordinal, "fault": self.fault,
-            "recv_ns": self.recv_ns, "prompt_tokens": self.prompt_tokens,
-            "tokens": self.tokens, "first_ns": self.first_ns, "last_ns": self.last_ns,
-            "done_ns": self.done_ns,
-        }
-        if self.token_ns is not None:
-            d["token_ns"] = self.token_ns.tolist()
-        if self.headers:
-            d["headers"] = self.headers
-        return d
-
-
-class _Stream:
-    """One streamed answer in progress."""
-
-    __slots__ = ("body", "conn", "cut", "cut_kind", "k", "n", "truth", "usage")
-
-    def __init__(self, conn: _Conn, body: StreamBody, n: int, truth: Truth,
-                 usage: bytes, cut: int, cut_kind: str) -> None:
-        self.conn = conn
-        self.body = body
-        self.n = n
-        self.k = 0
-        self.truth = truth
-        self.usage = usage
-        self.cut = cut  # token index at which a fault cuts the stream (-1: none)
-        self.cut_kind = cut_kind
-
-
 class ExactServer:
     """The server. ``await start()``, then use :attr:`url`; ``await stop()`` at the end."""
 
@@ -151,8 +84,9 @@ class ExactServer:
         self.truth: list[Truth] = []
         self.died = False
         self._server: asyncio.Server | None = None
-        self._conns: set[_Conn] = set()
-        self._heap: list[tuple[int, int, _Stream]] = []
+        self.conns: set[Conn] = set()
+        self._heap: list[tuple[int, int, _Timed]] = []
+        self._plan = FaultPlan(cycle=config.faults)
         self._counter = 0
         self._ordinal = 0
         self._timer: asyncio.TimerHandle | None = None
@@ -170,7 +104,7 @@ class ExactServer:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._server = await self._loop.create_server(
-            lambda: _Conn(self), self.host, self.port, ssl=self._ssl, backlog=4096)
+            lambda: Conn(self), self.host, self.port, ssl=self._ssl, backlog=4096)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
@@ -178,7 +112,7 @@ class ExactServer:
             self._timer.cancel()
         if self._server is not None:
             self._server.close()
-        for c in list(self._conns):
+        for c in list(self.conns):
             c.close()
         if self._server is not None:
             await self._server.wait_closed()
@@ -188,7 +122,7 @@ class ExactServer:
         self.died = True
         if self._server is not None:
             self._server.close()
-        for c in list(self._conns):
+        for c in list(self.conns):
             c.reset()
         self._heap.clear()
 
@@ -197,27 +131,27 @@ class ExactServer:
         key = self.config.api_key
         return not key or headers.get("authorization", "") == f"Bearer {key}"
 
-    def handle(self, conn: _Conn, method: str, path: str, headers: Head, body: bytes,
+    def handle(self, conn: Conn, method: str, path: str, headers: Head, body: bytes,
                t_recv: int) -> None:
         if method == "GET" and path.rstrip("/") == "/v1/models":
             if not self._authorized(headers):
-                conn.finish(json_response(401, _err("invalid API key", 401)))
+                conn.finish(json_response(401, error_body("invalid API key", 401)))
             else:
                 conn.finish(self._models)
             return
         chat = path == "/v1/chat/completions"
         if method != "POST" or not (chat or path == "/v1/completions"):
-            conn.finish(json_response(404, _err(f"no route {method} {path}", 404)))
+            conn.finish(json_response(404, error_body(f"no route {method} {path}", 404)))
             return
         if not self._authorized(headers):
-            conn.finish(json_response(401, _err("invalid API key", 401)))
+            conn.finish(json_response(401, error_body("invalid API key", 401)))
             return
         try:
             req = json.loads(body)
             if not isinstance(req, dict):
                 raise ValueError("not an object")
         except ValueError:
-            conn.finish(json_response(400, _err("the body is not a JSON object", 400)))
+            conn.finish(json_response(400, error_body("the body is not a JSON object", 400)))
             return
         ordinal = self._ordinal
         self._ordinal += 1
@@ -227,10 +161,10 @@ class ExactServer:
             return
         if req.get("model") != cfg.model:
             conn.finish(json_response(
-                404, _err(f"The model `{req.get('model')}` does not exist.", 404)))
+                404, error_body(f"The model `{req.get('model')}` does not exist.", 404)))
             return
-        fault = cfg.faults[ordinal % len(cfg.faults)] if cfg.faults else "ok"
-        truth = Truth(headers.get("x-request-id", ""), ordinal, fault, t_recv,
+        fault = self._plan.pick(ordinal)
+        truth = Truth(headers.get("x-request-id", ""), ordinal, fault.text, t_recv,
                       _prompt_tokens(req, chat))
         if cfg.truth_tokens:
             truth.token_ns = array("q")
@@ -238,63 +172,69 @@ class ExactServer:
             if name in headers:
                 truth.headers[name] = headers.get(name)
         self.truth.append(truth)
-        kind, _, arg = fault.partition(":")
+        kind = fault.kind
         if kind == "status":
-            code = int(arg)
-            conn.finish(json_response(code, _err(f"injected status {code}", code)))
+            code = fault.arg
+            conn.finish(json_response(code, error_body(f"injected status {code}", code)))
             return
         if kind == "echo_auth":  # a careless server that quotes the key back
             auth = headers.get("authorization", "")
-            conn.finish(json_response(401, _err(f"invalid credentials {auth!r}", 401)))
+            conn.finish(json_response(401, error_body(f"invalid credentials {auth!r}", 401)))
             return
         if kind == "reset":
             conn.reset()
             return
         if kind == "stall":
             return  # never answered
+        if kind == "slow_head":  # nothing at all for a while, then the answer, as late
+            delay = fault.arg * 1_000_000
+            loop = self._loop
+            assert loop is not None
+            loop.call_at((t_recv + delay) / 1e9, lambda: self._answer(
+                conn, req, chat, truth, fault, t_recv + delay))
+            return
+        self._answer(conn, req, chat, truth, fault, t_recv)
+
+    def _answer(self, conn: Conn, req: dict[str, Any], chat: bool, truth: Truth,
+                fault: Fault, t_base: int) -> None:
+        """Answer a generation request whose timing starts at ``t_base``."""
+        if conn.closed:
+            return
+        cfg = self.config
         n = cfg.output_tokens or int(req.get("max_tokens") or
                                      req.get("max_completion_tokens") or 16)
         n = max(1, n)
-        extra = int(arg) if kind == "usage" else 0
+        extra = fault.arg if fault.kind == "usage" else 0
         usage = {"prompt_tokens": truth.prompt_tokens, "completion_tokens": n + extra,
                  "total_tokens": truth.prompt_tokens + n + extra}
         if not req.get("stream"):
-            self._answer_full(conn, chat, n, usage, truth)
+            self._answer_full(conn, chat, n, usage, truth, t_base)
             return
-        include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
+        opts = req.get("stream_options")
+        include_usage = bool(opts.get("include_usage")) if isinstance(opts, dict) else False
         chunked = cfg.framing == "chunked"
         reasoning = min(cfg.reasoning_tokens, n) if chat else 0
         sb = render_stream(chat, n, cfg.model, include_usage, cfg.sep, chunked, reasoning)
         usage_ev = (sb.usage_event(truth.prompt_tokens, n + extra, cfg.cached_tokens,
                                    reasoning) if include_usage else b"")
-        cut = int(arg) if kind in ("reset_mid", "close_mid", "stall_mid", "end_mid") else -1
-        if kind == "error_event":
-            cut = 1
-        st = _Stream(conn, sb, n, truth, usage_ev, min(cut, n), kind)
-        head = (HEAD_SSE if chunked else HEAD_CLOSE) + sb.prologue
-        if kind == "malformed":
-            conn.write(head + _maybe_chunk(b"data: {not json\n\n", chunked))
-        elif kind == "bad_chunk":
-            conn.write(HEAD_SSE + b"zz\r\ndata: {}\n\n\r\n")
-        else:
-            conn.write(head)
-        if kind in ("malformed", "bad_chunk"):
-            conn.stream_ended(st, close=True)
+        first_due = t_base + cfg.ttft_ns
+        st = _Timed(conn, sb, n, truth, usage_ev, fault)
+        st.first_due = first_due
+        if not st.open(HEAD_SSE if chunked else HEAD_CLOSE, HEAD_SSE):
             return
-        first_due = t_recv + cfg.ttft_ns
         if first_due <= perf_counter_ns() and cfg.itl_ns == 0:
             self._advance(st, first_due)  # zero delays: the whole answer in one write
         else:
             self._push(first_due, st)
 
-    def _answer_full(self, conn: _Conn, chat: bool, n: int, usage: dict[str, int],
-                     truth: Truth) -> None:
+    def _answer_full(self, conn: Conn, chat: bool, n: int, usage: dict[str, int],
+                     truth: Truth, t_base: int) -> None:
         cfg = self.config
         pre, post = render_full(chat, n, cfg.model)
         body = pre + json.dumps(usage, separators=(",", ":")).encode() + post
         resp = (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
                 b"content-length: %d\r\n\r\n" % len(body)) + body
-        due = truth.recv_ns + cfg.ttft_ns + (n - 1) * cfg.itl_ns
+        due = t_base + cfg.ttft_ns + (n - 1) * cfg.itl_ns
 
         def send() -> None:
             t = perf_counter_ns()
@@ -310,7 +250,7 @@ class ExactServer:
             loop.call_at(due / 1e9, send)
 
     # -- timing ------------------------------------------------------------------------
-    def _push(self, due: int, st: _Stream) -> None:
+    def _push(self, due: int, st: _Timed) -> None:
         self._counter += 1
         heapq.heappush(self._heap, (due, self._counter, st))
         if self._timer is None or due < self._timer_due:
@@ -338,71 +278,28 @@ class ExactServer:
         if heap:
             self._arm(heap[0][0])
 
-    def _advance(self, st: _Stream, now: int) -> None:
+    def _advance(self, st: _Timed, now: int) -> None:
         """Write every token of ``st`` due by ``now`` (one write), then re-queue it."""
         if st.conn.closed:
             return
-        cfg = self.config
-        truth = st.truth
-        tokens = st.body.tokens
-        first_due = truth.recv_ns + cfg.ttft_ns
-        itl = cfg.itl_ns
-        k = st.k
-        n = st.n
-        stop = st.cut if st.cut >= 0 else n
-        end = k
-        while end < stop and first_due + end * itl <= now:
-            end += 1
+        itl = self.config.itl_ns
+        first_due = st.first_due
+        stop = st.cut if st.cut >= 0 else st.n
+        end = st.k
         if itl == 0:
             end = stop
-        t = perf_counter_ns()
-        if end > k:
-            data = b"".join(tokens[k:end]) if end - k > 1 else tokens[k]
-            if truth.first_ns < 0:
-                truth.first_ns = t
-            truth.last_ns = t
-            truth.tokens = end
-            if truth.token_ns is not None:
-                truth.token_ns.extend([t] * (end - k))
         else:
-            data = b""
-        st.k = end
-        if end < stop:
-            st.conn.write(data)
-            self._push(first_due + end * itl, st)
-            return
-        if end == n:  # the whole answer
-            tail = st.usage + st.body.done
-            if st.cut_kind == "no_done":
-                tail = st.usage + (b"0\r\n\r\n" if st.body.chunked else b"")
-            truth.done_ns = t  # stamped before the write, like every truth time
-            st.conn.write(data + tail)
-            st.conn.stream_ended(st, close=not st.body.chunked)
-            return
-        st.conn.write(data)  # a fault cuts the stream here
-        kind = st.cut_kind
-        if kind == "reset_mid":
-            st.conn.reset()
-        elif kind == "close_mid":
-            st.conn.close()
-        elif kind == "end_mid":
-            st.conn.write(b"0\r\n\r\n" if st.body.chunked else b"")
-            truth.done_ns = perf_counter_ns()
-            st.conn.stream_ended(st, close=not st.body.chunked)
-        elif kind == "error_event":
-            err = json.dumps(_err("injected error event", 500)).encode()
-            st.conn.write(_maybe_chunk(b"data: " + err + st.body.sep, st.body.chunked))
-            st.cut = -1
-            self._push(first_due + end * itl, st)
-        # stall_mid: nothing more is ever written
+            while end < stop and first_due + end * itl <= now:
+                end += 1
+        if st.emit(end) == MORE:
+            self._push(first_due + st.k * itl, st)
 
 
-def _err(message: str, code: int) -> dict[str, object]:
-    return {"error": {"message": message, "type": "error", "code": code}}
+class _Timed(OutStream):
+    """A stream whose token ``k`` is due at ``first_due + k x itl``."""
 
-
-def _maybe_chunk(data: bytes, chunked: bool) -> bytes:
-    return b"%x\r\n%s\r\n" % (len(data), data) if chunked else data
+    __slots__ = ("first_due",)
+    first_due: int
 
 
 def _prompt_tokens(req: dict[str, object], chat: bool) -> int:
@@ -417,122 +314,3 @@ def _prompt_tokens(req: dict[str, object], chat: bool) -> int:
         return total
     p = req.get("prompt")
     return len(p.split()) if isinstance(p, str) else 0
-
-
-#: One receive buffer for all connections (asyncio fills and hands it over back to back);
-#: the default read path would allocate 256 KiB per read.
-_RECV = memoryview(bytearray(65536))
-
-
-class Head:
-    """A request head; headers are looked up by name when asked (no dict per request)."""
-
-    __slots__ = ("_lower", "_raw", "request_line")
-
-    def __init__(self, raw: bytes) -> None:
-        self._raw = raw
-        self._lower = raw.lower()
-        i = raw.find(b"\r\n")
-        self.request_line = (raw if i < 0 else raw[:i]).decode("latin-1")
-
-    def get(self, name: str, default: str = "") -> str:
-        key = b"\r\n" + name.encode() + b":"
-        i = self._lower.find(key)
-        if i < 0:
-            return default
-        j = self._raw.find(b"\r\n", i + 2)
-        return self._raw[i + len(key):j if j >= 0 else len(self._raw)].decode(
-            "latin-1").strip()
-
-    def __contains__(self, name: str) -> bool:
-        return self._lower.find(b"\r\n" + name.encode() + b":") >= 0
-
-
-class _Conn(asyncio.BufferedProtocol):
-    """One client connection: HTTP/1.1 keep-alive, one request answered at a time."""
-
-    def __init__(self, server: ExactServer) -> None:
-        self.server = server
-        self.transport: asyncio.Transport | None = None
-        self.buf = bytearray()
-        self.busy = False
-        self.closed = False
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # any loop's transport (uvloop's are not asyncio.Transport subclasses)
-        self.transport = cast(asyncio.Transport, transport)
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.server._conns.add(self)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self.server._conns.discard(self)
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return _RECV
-
-    def buffer_updated(self, nbytes: int) -> None:
-        t = perf_counter_ns()
-        self.buf += _RECV[:nbytes]
-        if len(self.buf) > 64 * 1024 * 1024:
-            self.close()
-            return
-        self._process(t)
-
-    def _process(self, t: int) -> None:
-        while not self.busy and not self.closed:
-            buf = self.buf
-            end = buf.find(b"\r\n\r\n")
-            if end < 0:
-                if len(buf) > _MAX_HEAD:
-                    self.close()
-                return
-            head = Head(bytes(buf[:end]))
-            parts = head.request_line.split(" ", 2)
-            if len(parts) != 3:
-                self.close()
-                return
-            length = int(head.get("content-length") or 0)
-            if len(buf) < end + 4 + length:
-                return
-            body = bytes(buf[end + 4:end + 4 + length])
-            del buf[:end + 4 + length]
-            self.busy = True
-            self.server.handle(self, parts[0], parts[1].split("?", 1)[0], head, body, t)
-
-    def write(self, data: bytes) -> None:
-        if not self.closed and self.transport is not None and data:
-            self.transport.write(data)
-
-    def finish(self, data: bytes) -> None:
-        """A whole response was written: the connection takes the next request."""
-        self.write(data)
-        self.busy = False
-        if self.buf:
-            self._process(perf_counter_ns())
-
-    def stream_ended(self, st: _Stream, *, close: bool) -> None:
-        if close:
-            self.close()
-        else:
-            self.finish(b"")
-
-    def close(self) -> None:
-        if not self.closed and self.transport is not None:
-            self.closed = True
-            self.transport.close()
-
-    def reset(self) -> None:
-        """Close with a TCP reset (SO_LINGER 0), as a crash or a proxy abort would."""
-        if self.closed or self.transport is None:
-            return
-        sock = self.transport.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RST)
-            except OSError:
-                pass
-        self.closed = True
-        self.transport.abort()

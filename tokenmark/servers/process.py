@@ -122,10 +122,13 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 class ServerProcess:
-    """Start ``python -m tokenmark.servers.process ARGS`` and wait until it listens."""
+    """Start ``python -m MODULE ARGS`` (the exact server by default; any module that
+    prints ``READY <url>`` once it listens) and wait until it listens."""
 
     def __init__(self, args: Sequence[str] = (), *, truth: Path | None = None,
-                 env: dict[str, str] | None = None, ready_timeout_s: float = 20.0) -> None:
+                 env: dict[str, str] | None = None, ready_timeout_s: float = 20.0,
+                 module: str = "tokenmark.servers.process") -> None:
+        self.module = module
         self.args = list(args)
         self.truth_path = truth
         self.env = env
@@ -136,12 +139,13 @@ class ServerProcess:
     def start(self) -> ServerProcess:
         if self.proc is not None:
             return self  # already started (``with`` after ``start()``)
-        cmd = [sys.executable, "-m", "tokenmark.servers.process", *self.args]
+        cmd = [sys.executable, "-m", self.module, *self.args]
         if self.truth_path is not None:
             cmd += ["--truth", str(self.truth_path)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=self.env)
         assert self.proc.stdout is not None
         deadline = time.monotonic() + self.ready_timeout_s
+        said = ""
         while time.monotonic() < deadline:
             ready, _, _ = select.select([self.proc.stdout], [], [], 0.1)
             if ready:
@@ -151,10 +155,12 @@ class ServerProcess:
                     return self
                 if not line:
                     break
+                said = line.strip() or said
             if self.proc.poll() is not None:
                 break
         self.kill()
-        raise RuntimeError(f"the exact server did not start: {' '.join(cmd)}")
+        raise RuntimeError(f"the server did not start ({said or 'no output'}): "
+                           f"{' '.join(cmd)}")
 
     @property
     def pid(self) -> int:

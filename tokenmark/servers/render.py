@@ -23,6 +23,7 @@ counts exactly one token per streamed event.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -32,9 +33,11 @@ __all__ = [
     "CHUNK_END",
     "HEAD_CLOSE",
     "HEAD_SSE",
+    "CyclicStreamBody",
     "StreamBody",
     "chunk",
     "json_response",
+    "render_cyclic",
     "render_full",
     "render_stream",
     "token_words",
@@ -100,9 +103,56 @@ class StreamBody:
     def model_json(self) -> bytes:
         return json.dumps(self.model).encode()
 
+    def span(self, k: int, end: int, n: int) -> bytes:
+        """The framed events of tokens ``k .. end - 1``."""
+        return self.tokens[k] if end - k == 1 else b"".join(self.tokens[k:end])
+
 
 def _frame(event: bytes, chunked: bool) -> bytes:
     return chunk(event) if chunked else event
+
+
+def _event_maker(chat: bool, model: str, include_usage: bool, sep: bytes, chunked: bool
+                 ) -> Callable[[str, bool, bool], bytes]:
+    """A function (text, last, reasoning) -> one framed token event."""
+    usage_tail: dict[str, object] = {"usage": None} if include_usage else {}
+    if chat:
+        base = {"id": "chatcmpl-exact", "object": "chat.completion.chunk",
+                "created": CREATED, "model": model}
+
+        def event(text: str, last: bool, reasoning: bool) -> bytes:
+            delta = {"reasoning_content" if reasoning else "content": text}
+            obj = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                        "finish_reason": "length" if last else None}],
+                   **usage_tail}
+            return _frame(b"data: " + _dumps(obj) + sep, chunked)
+
+        return event
+    cbase = {"id": "cmpl-exact", "object": "text_completion", "created": CREATED,
+             "model": model}
+
+    def cevent(text: str, last: bool, reasoning: bool) -> bytes:
+        obj = {**cbase, "choices": [{"index": 0, "text": text, "logprobs": None,
+                                     "finish_reason": "length" if last else None,
+                                     "stop_reason": None}], **usage_tail}
+        return _frame(b"data: " + _dumps(obj) + sep, chunked)
+
+    return cevent
+
+
+def _prologue(chat: bool, model: str, include_usage: bool, sep: bytes, chunked: bool) -> bytes:
+    if not chat:
+        return b""
+    obj = {"id": "chatcmpl-exact", "object": "chat.completion.chunk", "created": CREATED,
+           "model": model, "choices": [{"index": 0, "delta": {"role": "assistant",
+                                                              "content": ""},
+                                        "logprobs": None, "finish_reason": None}],
+           **({"usage": None} if include_usage else {})}
+    return _frame(b"data: " + _dumps(obj) + sep, chunked)
+
+
+def _done(sep: bytes, chunked: bool) -> bytes:
+    return _frame(b"data: [DONE]" + sep, chunked) + (CHUNK_END if chunked else b"")
 
 
 @lru_cache(maxsize=256)
@@ -115,37 +165,41 @@ def render_stream(
     ``reasoning``: chat's first tokens come as ``delta.reasoning_content``, as reasoning
     models stream them (vLLM's reasoning parsers), the rest as ``delta.content``.
     """
-    usage_tail: dict[str, object] = {"usage": None} if include_usage else {}
-    if chat:
-        base = {"id": "chatcmpl-exact", "object": "chat.completion.chunk",
-                "created": CREATED, "model": model}
+    event = _event_maker(chat, model, include_usage, sep, chunked)
+    prologue = _prologue(chat, model, include_usage, sep, chunked)
+    tokens = tuple(event(w, k == n - 1, chat and k < reasoning)
+                   for k, w in enumerate(token_words(n)))
+    return StreamBody(prologue, tokens, _done(sep, chunked), chat, model, sep, chunked)
 
-        def event(delta: dict[str, str], finish: str | None) -> bytes:
-            obj = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                        "finish_reason": finish}], **usage_tail}
-            return _frame(b"data: " + _dumps(obj) + sep, chunked)
 
-        prologue = event({"role": "assistant", "content": ""}, None)
-        words = token_words(n)
-        tokens = tuple(event({"reasoning_content" if k < reasoning else "content": w},
-                             "length" if k == n - 1 else None)
-                       for k, w in enumerate(words))
-    else:
-        base = {"id": "cmpl-exact", "object": "text_completion", "created": CREATED,
-                "model": model}
+@dataclass(frozen=True, slots=True)
+class CyclicStreamBody(StreamBody):
+    """A streamed response of any length from 2 x 65 pre-rendered events: token ``k`` is
+    word ``k mod 64`` (:func:`token_words`), the last one carries ``finish_reason``.
+    ``tokens`` holds the first token then the 64 words; ``finals`` the same, last."""
 
-        def cevent(text: str, finish: str | None) -> bytes:
-            obj = {**base, "choices": [{"index": 0, "text": text, "logprobs": None,
-                                        "finish_reason": finish, "stop_reason": None}],
-                   **usage_tail}
-            return _frame(b"data: " + _dumps(obj) + sep, chunked)
+    finals: tuple[bytes, ...] = ()
 
-        prologue = b""
-        words = token_words(n)
-        tokens = tuple(cevent(w, "length" if k == n - 1 else None)
-                       for k, w in enumerate(words))
-    done = _frame(b"data: [DONE]" + sep, chunked) + (CHUNK_END if chunked else b"")
-    return StreamBody(prologue, tokens, done, chat, model, sep, chunked)
+    def span(self, k: int, end: int, n: int) -> bytes:
+        tokens, finals = self.tokens, self.finals
+        out = []
+        for i in range(k, end):
+            j = 0 if i == 0 else 1 + i % 64
+            out.append(finals[j] if i == n - 1 else tokens[j])
+        return b"".join(out)
+
+
+@lru_cache(maxsize=64)
+def render_cyclic(chat: bool, model: str, include_usage: bool, sep: bytes = b"\n\n",
+                  chunked: bool = True) -> CyclicStreamBody:
+    """Events for streamed answers of every length, in constant memory (the emulated
+    server's answers are as long as a request asks)."""
+    event = _event_maker(chat, model, include_usage, sep, chunked)
+    texts = [_WORDS[0], *(" " + w for w in _WORDS)]
+    return CyclicStreamBody(_prologue(chat, model, include_usage, sep, chunked),
+                            tuple(event(t, False, False) for t in texts),
+                            _done(sep, chunked), chat, model, sep, chunked,
+                            tuple(event(t, True, False) for t in texts))
 
 
 @lru_cache(maxsize=256)

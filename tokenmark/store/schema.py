@@ -15,13 +15,16 @@ Tables:
   ``results.system_ref``.
 * ``runs`` and ``findings``: a run's settings, summary, verdicts (whole, as JSON) and
   each finding as a row; ``results.run_ref`` cites the run.
+* ``signatures``: who signed a run's result bundle (``run_hash`` is the SHA-256 of its
+  results.json, as ``runs.run_hash``), with the signing key's id and whether the
+  signature was verified against a trusted key when it was stored.
 """
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 
-__all__ = ["findings", "metadata", "results", "runs", "systems"]
+__all__ = ["findings", "metadata", "results", "runs", "signatures", "systems"]
 
 metadata = sa.MetaData()
 
@@ -113,4 +116,16 @@ results = sa.Table(
     sa.Column("run_ref", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"),
               nullable=True),
     sa.Index("ix_results_benchmark_scenario", "benchmark", "scenario"),
+)
+
+signatures = sa.Table(
+    "signatures", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("run_hash", sa.String(64), nullable=False, index=True),
+    sa.Column("key_id", sa.String(64), nullable=False),
+    sa.Column("signer", sa.Text, nullable=False),
+    sa.Column("signed_utc", sa.String(40), nullable=False),
+    sa.Column("verified", sa.Boolean, nullable=False),
+    sa.Column("bundle_sha256", sa.String(64), nullable=False),
+    sa.UniqueConstraint("run_hash", "key_id", name="uq_signatures_run_key"),
 )

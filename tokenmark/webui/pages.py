@@ -96,7 +96,8 @@ def runs(request: Request, benchmark: Opt = None, scenario: Opt = None) -> HTMLR
     db = _cfg(request).db
     items = results_api.list_runs(db=db, benchmark=_opt(benchmark), scenario=_opt(scenario))
     return page(request, "runs.html.j2", runs=items, benchmark=_opt(benchmark) or "",
-                scenario=_opt(scenario) or "")
+                scenario=_opt(scenario) or "",
+                signed=results_api.signers([r.run_hash for r in items], db=db))
 
 
 def run_document(rec: RunRecord) -> dict[str, Any]:
@@ -128,7 +129,8 @@ def run_page(request: Request, run_hash: str) -> HTMLResponse:
     doc = run_document(rec)
     folder = request.app.state.runs.find(rec.run_hash)
     data = run_report_data(folder) if folder is not None else report_data(doc)
-    return page(request, "run.html.j2", rec=rec, doc=doc, data=data,
+    signed = results_api.signers([rec.run_hash], db=_cfg(request).db).get(rec.run_hash, [])
+    return page(request, "run.html.j2", rec=rec, doc=doc, data=data, signed=signed,
                 data_json=script_json(data),
                 records_hint="start tokenmark ui with --runs naming the folder that holds "
                 "this run's results folder")

@@ -1,0 +1,330 @@
+"""``tokenmark find-peak``, ``tokenmark sweep`` and ``tokenmark scaling-run``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tokenmark import scale_api
+from tokenmark.adapters.inprocess import LatencyModel
+from tokenmark.adapters.openai_target import OpenAIConfig
+from tokenmark.api import EXIT_INVALID, EXIT_VALID, SutSpec, make_sut
+from tokenmark.assemble import WorkloadSpec, build_workload, http_sut_factory
+from tokenmark.cli.app import app, bad_input, err
+from tokenmark.clock import Clock
+from tokenmark.config.layering import LayeredSettings, build_settings, read_toml
+from tokenmark.dataset import Dataset
+from tokenmark.errors import BadInputError, ConfigError
+from tokenmark.scale.replicas import replicated
+from tokenmark.scale.sweep import parse_points
+from tokenmark.settings import Scenario
+from tokenmark.sut import SystemUnderTest
+
+SutFactory = Callable[[Clock], SystemUnderTest]
+ST = "System under test"
+SR = "Search"
+
+# Options every command of this module takes (Typer needs them spelled per command).
+Benchmark = Annotated[str, typer.Option("--benchmark", "-b", help="Benchmark name.")]
+ScenarioOpt = Annotated[str, typer.Option(
+    "--scenario", "-s", help="Server, Interactive, or a pattern: constant, poisson, gamma, "
+    "closed (concurrency sweeps).")]
+RoundOpt = Annotated[str, typer.Option("--round", "-r", help="MLPerf round preset.")]
+Profile = Annotated[str, typer.Option(help="'demo' (short runs) or 'mlperf'.")]
+ConfigOpt = Annotated[Path | None, typer.Option(
+    "--config", "-c", help="TOML file with [run], [settings], [dataset] and [sut] tables.")]
+MinDuration = Annotated[float | None, typer.Option(help="Minimum duration of a run in s.")]
+MinQueries = Annotated[int | None, typer.Option(help="Minimum query count of a run.")]
+TtftMs = Annotated[float | None, typer.Option(help="TTFT limit in ms.")]
+TpotMs = Annotated[float | None, typer.Option(help="TPOT limit in ms.")]
+E2eMs = Annotated[float | None, typer.Option(help="End-to-end latency limit in ms.")]
+Pct = Annotated[float | None, typer.Option(help="Percentile of the limits, in percent.")]
+SendLag = Annotated[float | None, typer.Option(help="Send-lag limit in ms.")]
+DsSize = Annotated[int | None, typer.Option(help="Samples in the synthetic dataset.")]
+InLen = Annotated[str | None, typer.Option(help="Input length distribution.")]
+OutLen = Annotated[str | None, typer.Option(help="Output length distribution.")]
+DsFile = Annotated[Path | None, typer.Option(help="A dataset file (as for 'run').")]
+TokOpt = Annotated[str, typer.Option(help="'builtin' or a tokenizer folder.")]
+SutOpt = Annotated[str, typer.Option(help="latency-model or null (with no --url).",
+                                     rich_help_panel=ST)]
+SutTtft = Annotated[float, typer.Option(help="latency-model: TTFT in ms.", rich_help_panel=ST)]
+SutTpot = Annotated[float, typer.Option(help="latency-model: TPOT in ms.", rich_help_panel=ST)]
+SutBatch = Annotated[int, typer.Option(help="latency-model: requests served at once.",
+                                       rich_help_panel=ST)]
+SutSlope = Annotated[float, typer.Option(help="latency-model: TPOT growth per request.",
+                                         rich_help_panel=ST)]
+Urls = Annotated[list[str] | None, typer.Option(
+    help="OpenAI-compatible endpoint (repeat for replicas).", rich_help_panel=ST)]
+ApiOpt = Annotated[str, typer.Option(help="completions or chat.", rich_help_panel=ST)]
+ModelOpt = Annotated[str, typer.Option(help="Model name.", rich_help_panel=ST)]
+Routing = Annotated[str, typer.Option(help="round-robin or least-in-flight.",
+                                      rich_help_panel=ST)]
+Workers = Annotated[int, typer.Option(help="Client worker processes (HTTP).",
+                                      rich_help_panel=ST)]
+Virtual = Annotated[bool, typer.Option(help="Virtual clock (in-process systems only).")]
+Output = Annotated[Path | None, typer.Option(
+    "--output", "-o", help="Parent folder of the runs (default results/<time>-<command>).")]
+JsonOut = Annotated[bool, typer.Option("--json", help="Print index.json to stdout.")]
+
+
+@dataclass
+class _Setup:
+    layered: LayeredSettings
+    dataset: Dataset
+    sut_for: Callable[[int], SutSpec | SutFactory]
+
+
+def _setup(o: dict[str, Any], *, default_scenario: str = "Server") -> _Setup:
+    doc = read_toml(o["config"]) if o["config"] else {}
+    runt = doc.get("run", {})
+    sc = Scenario.parse(o["scenario"] or runt.get("scenario") or default_scenario)
+    overrides: dict[str, Any] = {
+        "min_duration_ms": None if o["min_duration"] is None else int(o["min_duration"] * 1000),
+        "min_query_count": o["min_queries"],
+        "ttft_latency_ms": o["ttft_ms"], "tpot_latency_ms": o["tpot_ms"],
+        "target_latency_ms": o["e2e_ms"],
+        "target_latency_percentile": None if o["percentile"] is None else o["percentile"] / 100,
+        "send_lag_limit_ms": o["send_lag_limit_ms"],
+    }
+    overrides.update(o.get("extra", {}))
+    if o["dataset_size"] is not None:
+        overrides["performance_sample_count"] = o["dataset_size"]
+        overrides["total_sample_count"] = o["dataset_size"]
+    layered = build_settings(o["round"] or runt.get("round") or "v6.0",
+                             o["benchmark"] or runt.get("benchmark") or "llama3.1-8b", sc,
+                             profile=o["profile"] or runt.get("profile", ""), toml=doc,
+                             toml_name=str(o["config"] or ""), overrides=overrides)
+    ds = doc.get("dataset", {})
+    spec = WorkloadSpec(size=o["dataset_size"] or ds.get("size"),
+                        input_lengths=o["input_len"] or ds.get("input"),
+                        output_lengths=o["output_len"] or ds.get("output"),
+                        dataset=o["dataset"] or (Path(ds["path"]) if "path" in ds else None),
+                        tokenizer=o["tokenizer"])
+    workload = build_workload(spec, layered)
+    urls = tuple(o["url"] or ())
+    routing = o["routing"]
+    if urls:
+        def http(n: int) -> SutSpec | SutFactory:
+            if n > len(urls):
+                raise ConfigError(f"{n} replicas need {n} --url endpoints (got {len(urls)})")
+            cfg = OpenAIConfig(urls=urls[:n], api=o["api"], model=o["model"], routing=routing)
+            return http_sut_factory(cfg, workers=o["workers"])
+        return _Setup(layered, workload.dataset, http)
+    s = doc.get("sut", {})
+    lm = LatencyModel(ttft_ns=int(s.get("ttft_ms", o["sut_ttft_ms"]) * 1e6),
+                      tpot_ns=int(s.get("tpot_ms", o["sut_tpot_ms"]) * 1e6),
+                      max_batch=int(s.get("max_batch", o["sut_max_batch"])),
+                      batch_slope=float(s.get("batch_slope", o["sut_batch_slope"])))
+    base = SutSpec(kind=s.get("kind", o["sut"]), model=lm)
+
+    def local(n: int) -> SutSpec | SutFactory:
+        if n == 1:
+            return base
+        return replicated(lambda c: make_sut(base, c), n, routing)
+
+    return _Setup(layered, workload.dataset, local)
+
+
+def _out(output: Path | None, command: str, layered: LayeredSettings) -> Path:
+    return output or Path("results") / (
+        f"{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{command}-{layered.preset.name}-"
+        f"{layered.settings.scenario.value}")
+
+
+def _print_index(parent: Path, json_out: bool) -> None:
+    if json_out:
+        Console().print_json((parent / scale_api.INDEX_JSON).read_text())
+
+
+@app.command("find-peak")
+def find_peak(
+    benchmark: Benchmark = "", scenario: ScenarioOpt = "", round_: RoundOpt = "",
+    profile: Profile = "", config: ConfigOpt = None,
+    start_qps: Annotated[float | None, typer.Option(
+        help="First rate probed (default: the preset's or profile's).", rich_help_panel=SR)
+    ] = None,
+    max_qps: Annotated[float | None, typer.Option(help="Never probe above this rate.",
+                                                  rich_help_panel=SR)] = None,
+    tolerance: Annotated[float, typer.Option(
+        help="Stop when the valid and invalid rates are within this fraction.",
+        rich_help_panel=SR)] = 0.05,
+    max_probes: Annotated[int, typer.Option(help="Most probes before confirming.",
+                                            rich_help_panel=SR)] = 16,
+    probe_duration: Annotated[float | None, typer.Option(
+        help="Seconds per probe (default: the minimum duration; shorter probes leave the "
+        "length rules to the confirming run).", rich_help_panel=SR)] = None,
+    stop_early: Annotated[bool, typer.Option(
+        help="End a probe once its failure is certain.", rich_help_panel=SR)] = True,
+    min_duration: MinDuration = None, min_queries: MinQueries = None,
+    ttft_ms: TtftMs = None, tpot_ms: TpotMs = None, e2e_ms: E2eMs = None,
+    percentile: Pct = None, send_lag_limit_ms: SendLag = None, dataset_size: DsSize = None,
+    input_len: InLen = None, output_len: OutLen = None, dataset: DsFile = None,
+    tokenizer: TokOpt = "builtin", sut: SutOpt = "latency-model", sut_ttft_ms: SutTtft = 50.0,
+    sut_tpot_ms: SutTpot = 10.0, sut_max_batch: SutBatch = 0, sut_batch_slope: SutSlope = 0.0,
+    url: Urls = None, api: ApiOpt = "completions", model: ModelOpt = "",
+    routing: Routing = "round-robin", workers: Workers = 0, virtual_time: Virtual = False,
+    output: Output = None, json_out: JsonOut = False,
+) -> None:
+    """Find the highest Server/Interactive rate whose run is VALID, and confirm it.
+
+    Every probe is a full results folder under the output folder, listed in index.json
+    and index.csv.
+
+    Example: tokenmark find-peak -s Server --profile demo --sut-max-batch 8 --virtual-time
+    """
+    opts = dict(locals())
+    opts["round"] = round_
+    try:
+        st = _setup(opts)
+        parent = _out(output, "find-peak", st.layered)
+        err.print(f"find-peak: probes in {parent}", highlight=False)
+        res = scale_api.find_peak(
+            st.layered, st.dataset, st.sut_for(1), parent, start_qps=start_qps,
+            tolerance=tolerance, max_qps=max_qps if max_qps is not None else math.inf,
+            max_probes=max_probes, probe_duration_s=probe_duration, stop_early=stop_early,
+            virtual_time=virtual_time, on_probe=None if json_out else _show_probe)
+    except BadInputError as e:
+        raise bad_input(e) from None
+    _print_index(parent, json_out)
+    if not json_out:
+        line = (f"peak: {res.rate:,.4g} queries/s" if res.rate is not None else "no peak")
+        Console().print(f"{line} ({res.note}); index: {parent / scale_api.INDEX_JSON} "
+                        "(unverified)", highlight=False)
+    raise typer.Exit(EXIT_VALID if res.rate is not None else EXIT_INVALID)
+
+
+def _show_probe(p: scale_api.Probe) -> None:
+    s = p.result.summary
+    err.print(f"  {p.kind} {p.index:2d}: {p.rate:10.4g}/s  {p.judgement.kind.value:18s} "
+              f"{s.completed}/{s.scheduled} done  {p.judgement.reason[:90]}", highlight=False)
+
+
+@app.command()
+def sweep(
+    benchmark: Benchmark = "", scenario: ScenarioOpt = "", round_: RoundOpt = "",
+    profile: Profile = "", config: ConfigOpt = None,
+    rates: Annotated[str, typer.Option(
+        help="Rates (queries/s): a list 1,2,4 or LO:HI:STEPS (geometric).")] = "",
+    concurrency: Annotated[str, typer.Option(
+        help="Concurrencies of a closed loop: a list 1,2,4 or LO:HI:STEPS.")] = "",
+    pareto_latency: Annotated[str, typer.Option(
+        help="Latency of the Pareto front: ttft_p99_ms, tpot_p99_ms or e2e_p99_ms.")
+    ] = "e2e_p99_ms",
+    min_duration: MinDuration = None, min_queries: MinQueries = None,
+    ttft_ms: TtftMs = None, tpot_ms: TpotMs = None, e2e_ms: E2eMs = None,
+    percentile: Pct = None, send_lag_limit_ms: SendLag = None, dataset_size: DsSize = None,
+    input_len: InLen = None, output_len: OutLen = None, dataset: DsFile = None,
+    tokenizer: TokOpt = "builtin", sut: SutOpt = "latency-model", sut_ttft_ms: SutTtft = 50.0,
+    sut_tpot_ms: SutTpot = 10.0, sut_max_batch: SutBatch = 0, sut_batch_slope: SutSlope = 0.0,
+    url: Urls = None, api: ApiOpt = "completions", model: ModelOpt = "",
+    routing: Routing = "round-robin", workers: Workers = 0, virtual_time: Virtual = False,
+    output: Output = None, json_out: JsonOut = False,
+) -> None:
+    """Run one full benchmark per rate or concurrency: throughput against latency and
+    goodput per point, and the Pareto front.
+
+    Example: tokenmark sweep -s poisson --rates 2:16:4 --ttft-ms 500 --sut-max-batch 8
+    """
+    opts = dict(locals())
+    opts["round"] = round_
+    try:
+        rate_pts = parse_points(rates, "--rates") if rates else ()
+        conc_pts = tuple(int(c) for c in parse_points(concurrency, "--concurrency")) \
+            if concurrency else ()
+        if conc_pts and any(c != int(c) for c in parse_points(concurrency, "--concurrency")):
+            raise ConfigError("--concurrency points must be whole numbers")
+        default = "closed" if conc_pts else "Server"
+        if conc_pts:
+            opts["extra"] = {"concurrency": conc_pts[0]}
+        st = _setup(opts, default_scenario=default)
+        parent = _out(output, "sweep", st.layered)
+        res = scale_api.sweep(st.layered, st.dataset, st.sut_for(1), parent, rates=rate_pts,
+                              concurrencies=conc_pts, pareto_latency=pareto_latency,
+                              virtual_time=virtual_time)
+    except (BadInputError, ValueError) as e:
+        raise bad_input(e if isinstance(e, BadInputError) else ConfigError(str(e))) from None
+    _print_index(parent, json_out)
+    if not json_out:
+        t = Table(title=f"Sweep ({parent}, unverified)", title_justify="left")
+        for col in ("point", "value", "verdict", "req/s", "out tok/s", "TTFT p99 ms",
+                    "TPOT p99 ms", "E2E p99 ms", "goodput", "Pareto"):
+            t.add_column(col, justify="left" if col in ("verdict",) else "right")
+        for r in res.rows:
+            t.add_row(str(r["point"]), f"{r['value']:g}", r["tokenmark_verdict"],
+                      f"{r['requests_per_s']:.3g}", f"{r['output_tokens_per_s']:,.0f}",
+                      _fmt(r["ttft_p99_ms"]), _fmt(r["tpot_p99_ms"]), _fmt(r["e2e_p99_ms"]),
+                      "-" if r["goodput_fraction"] is None else f"{r['goodput_fraction']:.1%}",
+                      "*" if r["pareto"] else "")
+        Console().print(t)
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.1f}"
+
+
+@app.command(name="scaling-run")
+def scaling_run(
+    benchmark: Benchmark = "", scenario: ScenarioOpt = "", round_: RoundOpt = "",
+    profile: Profile = "", config: ConfigOpt = None,
+    replicas: Annotated[str, typer.Option(
+        help="Replica (endpoint) counts, e.g. 1,2,4; with --url the first N endpoints.")
+    ] = "1,2,4",
+    repeats: Annotated[int, typer.Option(help="Searches per replica count (for the "
+                                         "interval).")] = 1,
+    start_qps: Annotated[float | None, typer.Option(help="First rate of the first search.",
+                                                    rich_help_panel=SR)] = None,
+    tolerance: Annotated[float, typer.Option(help="Search tolerance (fraction).",
+                                             rich_help_panel=SR)] = 0.05,
+    probe_duration: Annotated[float | None, typer.Option(help="Seconds per probe.",
+                                                         rich_help_panel=SR)] = None,
+    min_duration: MinDuration = None, min_queries: MinQueries = None,
+    ttft_ms: TtftMs = None, tpot_ms: TpotMs = None, e2e_ms: E2eMs = None,
+    percentile: Pct = None, send_lag_limit_ms: SendLag = None, dataset_size: DsSize = None,
+    input_len: InLen = None, output_len: OutLen = None, dataset: DsFile = None,
+    tokenizer: TokOpt = "builtin", sut: SutOpt = "latency-model", sut_ttft_ms: SutTtft = 50.0,
+    sut_tpot_ms: SutTpot = 10.0, sut_max_batch: SutBatch = 0, sut_batch_slope: SutSlope = 0.0,
+    url: Urls = None, api: ApiOpt = "completions", model: ModelOpt = "",
+    routing: Routing = "round-robin", workers: Workers = 0, virtual_time: Virtual = False,
+    output: Output = None, json_out: JsonOut = False,
+) -> None:
+    """The same workload against 1, 2, 4, ... replicas at fixed latency limits: peak
+    throughput per replica and scaling efficiency with an interval.
+
+    Example: tokenmark scaling-run --profile demo --replicas 1,2 --sut-max-batch 8 --virtual-time
+    """
+    opts = dict(locals())
+    opts["round"] = round_
+    try:
+        counts = tuple(int(n) for n in parse_points(replicas, "--replicas"))
+        st = _setup(opts)
+        parent = _out(output, "scaling", st.layered)
+        err.print(f"scaling: searches in {parent}", highlight=False)
+        res = scale_api.scaling_run(
+            st.layered, st.dataset, st.sut_for, parent, replicas=counts, repeats=repeats,
+            start_qps=start_qps, virtual_time=virtual_time, tolerance=tolerance,
+            probe_duration_s=probe_duration)
+    except (BadInputError, ValueError) as e:
+        raise bad_input(e if isinstance(e, BadInputError) else ConfigError(str(e))) from None
+    _print_index(parent, json_out)
+    if not json_out:
+        t = Table(title=f"Scaling efficiency ({parent}, unverified)", title_justify="left")
+        for col in ("replicas", "peak q/s", "tokens/s", "per replica", "efficiency",
+                    "interval"):
+            t.add_column(col, justify="right")
+        for p in res.points:
+            hi = "open" if not math.isfinite(p.efficiency_high) else f"{p.efficiency_high:.1%}"
+            t.add_row(str(p.replicas), f"{sum(p.peak_rates) / len(p.peak_rates):.4g}",
+                      f"{p.throughput:,.0f}", f"{p.per_replica:,.0f}", f"{p.efficiency:.1%}",
+                      f"[{p.efficiency_low:.1%}, {hi}]")
+        Console().print(t)
+        Console().print(json.dumps({"interval": [p.sources for p in res.points]}),
+                        highlight=False)
