@@ -229,6 +229,16 @@ def test_own_front_streams_what_it_answers_plainly(engine, model):
     assert server.requests == 12
 
 
+def test_tokenmark_serve_engine_hf_serves_the_model(model, tmp_path):
+    """The command line's front for a real model: ``tokenmark serve --engine hf``."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "tokenmark", "serve", "--engine", "hf", "--model-dir",
+           str(model.hf_dir), "--port", str(port)]
+    with ThirdPartyServer(cmd, port, tmp_path / "serve.log", env=OFFLINE) as srv:
+        result = _equivalence(srv.url, model.root)
+    assert result.passed, result.detail
+
+
 def test_transformers_serve_streams_what_it_answers_plainly(model, tmp_path):
     exe = Path(sys.executable).parent / "transformers"
     if not exe.exists():

@@ -331,5 +331,10 @@ def test_reasoning_chunks_are_told_apart_from_the_answer(tmp_path, workers):
     s = run.result.summary
     assert s.completed == 4 and s.output_tokens == 48
     assert (s.reasoning_requests, s.reasoning_tokens, s.answer_tokens) == (4, 16, 32)
-    # the first answer token comes after the 4 reasoning tokens: 3 token times or more
-    assert s.ttfat.percentiles[0.5] - s.ttft.percentiles[0.5] >= 3 * 3 * MS
+    # the first answer token comes after the 4 reasoning tokens (client-side gaps can
+    # shrink when a loaded machine reads several events at once, so count, don't time)
+    assert s.ttfat.percentiles[0.5] > s.ttft.percentiles[0.5]
+    for r in run.records:
+        before = [n for t, n in zip(r.chunk_ns, r.chunk_tokens, strict=True)
+                  if t < r.first_answer_ns]
+        assert sum(before) <= 4 and r.first_answer_ns > r.first_token_ns

