@@ -3,7 +3,9 @@
 Fits the efficiency parameters (per accelerator architecture, software stack and round;
 see tokenmark/sim/calibration.py) on the Offline rows of the published-results CSV,
 predicts every eligible row in sample and out of sample (across rounds where both have
-the accelerator and benchmark, otherwise leaving the row's system out), and writes:
+the accelerator and benchmark: every row of that accelerator in the row's round left
+out, or with --strict-rounds the whole round; otherwise leaving the row's system out),
+and writes:
 
 - OUT/calibration_rows.csv: every row, eligible or not (and why), with its predictions
   and absolute percentage errors;
@@ -40,11 +42,19 @@ def main() -> None:
     ap.add_argument("--offline-only", action="store_true",
                     help="skip the Server/Interactive simulations (minutes)")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--requests", type=int, default=1500,
+                    help="requests per replica in a simulated Server run, at least (runs "
+                         "are lengthened to span two request lives)")
+    ap.add_argument("--strict-rounds", action="store_true",
+                    help="cross-round folds leave out the whole round, not only the "
+                         "row's accelerator in it (no software gain can be learnt)")
     ap.add_argument("--install", action="store_true",
                     help="copy the fitted efficiency.csv into tokenmark/data/")
     args = ap.parse_args()
     t = time.perf_counter()
     rep = calibrate(args.csv, args.out, server=not args.offline_only, workers=args.workers,
+                    cross_round="round" if args.strict_rounds else "accelerator",
+                    server_requests=args.requests,
                     progress=lambda m: print(f"[{time.perf_counter() - t:6.1f} s] {m}"))
     print(f"\n{'benchmark':<18}{'scenario':<13}{'rows':>5}  {'in-sample':>9}  "
           f"{'out-of-sample':>13}  {'published/roofline':>18}")
@@ -52,6 +62,11 @@ def main() -> None:
         print(f"{m['benchmark']:<18}{m['scenario']:<13}{m['rows']:>5}  "
               f"{_pct(m['median_ape_in']):>9}  {_pct(m['median_ape_out']):>13}  "
               f"{m['median_published_over_roofline']:>18.3f}")
+    print(f"\n{'held out':<22}{'scenario':<13}{'rows':>5}  {'in-sample':>9}  "
+          f"{'out-of-sample':>13}")
+    for m in rep.medians_by_protocol():
+        print(f"{m['benchmark']:<22}{m['scenario']:<13}{m['rows']:>5}  "
+              f"{_pct(m['median_ape_in']):>9}  {_pct(m['median_ape_out']):>13}")
     print("\nineligible rows by reason:")
     for reason, n in rep.ineligible_reasons().items():
         print(f"  {n:4d}  {reason}")

@@ -89,12 +89,14 @@ def by_hand(prompt: int, decode_ctx: int, spec: EmulatorSpec) -> tuple[float, fl
     compute = flops / H200_BF16_FLOPS / mfu * 1e9
     memory = (PARAMS * 2 + KV_BYTES_PER_TOKEN * prompt) / H200_BYTES_S / eff.mbu * 1e9
     overhead = eff.step_overhead_ns + eff.seq_overhead_ns
-    prefill = max(compute, memory) + overhead
+    # the un-overlapped share of the shorter side (Efficiency.serial_fraction)
+    prefill = max(compute, memory) + eff.serial_fraction * min(compute, memory) + overhead
     # decode: weights read once, the context's KV read and one token's written
     d_flops = 2 * (body + VOCAB * HIDDEN) + attn_pair * decode_ctx
     d_compute = d_flops / H200_BF16_FLOPS / mfu * 1e9
     d_memory = (PARAMS * 2 + KV_BYTES_PER_TOKEN * (decode_ctx + 1)) / H200_BYTES_S / eff.mbu * 1e9
-    return prefill, max(d_compute, d_memory) + overhead
+    decode = max(d_compute, d_memory) + eff.serial_fraction * min(d_compute, d_memory)
+    return prefill, decode + overhead
 
 
 def test_one_request_alone_matches_the_data_sheet():

@@ -17,12 +17,14 @@ from tokenmark.perfmodel import (
     Efficiency,
     Precision,
     ReplicaEngine,
+    ServingPolicy,
     find_accelerator,
     find_model,
 )
 from tokenmark.sim.calibration import calibrate_published
 from tokenmark.sim.fit import OfflineTrace, fit_efficiency, predict_rate
 from tokenmark.sim.published import read_published
+from tokenmark.sim.search import max_server_rate, replica_offline_rate, replica_saturated_rate
 
 UNIT = Efficiency(mfu=1.0, mbu=1.0, step_overhead_ns=0, seq_overhead_ns=0)
 
@@ -82,6 +84,7 @@ def _real_time(d: Deployment, reqs: list[tuple[int, int]]) -> int:
     Efficiency(mfu=0.4, mbu=0.9, step_overhead_ns=1_000_000, seq_overhead_ns=3_000),
     Efficiency(mfu=0.9, mbu=0.2, step_overhead_ns=10_000, seq_overhead_ns=0),
     Efficiency(mfu=0.6, mbu=0.6, step_overhead_ns=0, seq_overhead_ns=0, size_exponent=1.0),
+    Efficiency(mfu=0.5, mbu=0.5, step_overhead_ns=500_000, serial_fraction=0.6),
 ])
 def test_an_offline_trace_is_exact_under_any_parameters(eff):
     d = Deployment(find_accelerator("H200"), find_model("llama3.1-8b"), Precision.FP8,
@@ -107,6 +110,36 @@ def test_fit_recovers_the_parameters_it_was_generated_with():
     assert ape < 0.01
     for t, rate in rows:
         assert predict_rate(t, fitted) == pytest.approx(rate, rel=0.02)
+
+
+def test_saturated_rate_by_hand():
+    # every step costs ~1 s (the fixed overhead dwarfs 64 tokens of an 8B model); a
+    # request holds one of the 64 slots for 50 steps (its prefill step, which makes
+    # the first token, and 49 decode steps), so a full replica completes 64 / 50
+    # requests a step, whatever the ramp and the drain of the run around it
+    eff = Efficiency(mfu=1.0, mbu=1.0, step_overhead_ns=1_000_000_000, seq_overhead_ns=0)
+    d = Deployment(find_accelerator("H200"), find_model("llama3.1-8b"), Precision.FP8,
+                   efficiency=eff, policy=ServingPolicy(max_num_seqs=64))
+    inputs, outputs = np.full(10, 100), np.full(10, 50)
+    rate = replica_saturated_rate(d, inputs, outputs, requests=2000)
+    assert rate == pytest.approx(64 / 50, rel=0.01)
+    # the whole run (ramp and drain included) is slower than the saturated middle
+    assert replica_offline_rate(d, inputs, outputs, requests=300) < rate
+
+
+def test_no_server_rate_above_saturation():
+    # with generous limits the search stops just under the saturated rate (the queue
+    # would grow without bound above it), not at some multiple of it
+    from tokenmark.settings import LatencyLimits
+    eff = Efficiency(mfu=0.5, mbu=0.7, step_overhead_ns=1_000_000, seq_overhead_ns=2_000)
+    d = Deployment(find_accelerator("H200"), find_model("llama3.1-8b"), Precision.FP8,
+                   efficiency=eff, policy=ServingPolicy(max_num_seqs=128))
+    inputs, outputs = np.full(50, 300), np.full(50, 100)
+    sat = replica_saturated_rate(d, inputs, outputs)
+    best = max_server_rate(d, inputs, outputs,
+                           LatencyLimits(ttft_ns=60_000_000_000, tpot_ns=10_000_000_000),
+                           requests=800)
+    assert best.passed and 0.9 * sat < best.qps < sat
 
 
 def _subset(tmp_path: Path, keep) -> Path:

@@ -103,6 +103,27 @@ def test_decode_step_is_memory_bound_with_hand_computed_time():
     assert big.binding == "compute" and big.breakdown()["prefill_compute"] > 0
 
 
+def test_serial_fraction_adds_the_unhidden_share_of_the_shorter_side():
+    base = Efficiency(mfu=0.5, mbu=0.8, step_overhead_ns=1_000_000)
+    half = replace(base, serial_fraction=0.5)
+    overlapped = CostModel(Deployment(H200, L8B, efficiency=base)).step([], [1000] * 64)
+    cost = CostModel(Deployment(H200, L8B, efficiency=half)).step([], [1000] * 64)
+    # same compute and memory times as the hand-computed decode step above; the step
+    # waits for memory plus half the (shorter) compute time
+    assert (cost.compute_ns, cost.memory_ns) == (overlapped.compute_ns, overlapped.memory_ns)
+    kv = 32 * 2 * 8 * 128 * 2
+    memory = (8.03e9 * 2 + kv * 64 * 1000 + kv * 64) / (4.8e12 * 0.8) * 1e9
+    compute = (2 * (BODY + HEAD) * 64 + 4 * 32 * 32 * 128 * 64 * 1000) / (989e12 * 0.5) * 1e9
+    assert cost.total_ns == int(memory + 0.5 * compute + 1_000_000)
+    assert sum(cost.breakdown().values()) == pytest.approx(cost.total_ns, abs=3)
+    assert cost.breakdown()["decode_compute"] == pytest.approx(0.5 * compute, abs=2)
+    # 1: no overlap at all, the two times add up
+    none = replace(base, serial_fraction=1.0)
+    both = CostModel(Deployment(H200, L8B, efficiency=none)).step([], [1000] * 64)
+    assert both.total_ns == int(memory + compute + 1_000_000)
+    assert CostModel(Deployment(H200, L8B, efficiency=none)).decode_cost(64, 64_000) == both
+
+
 def test_prefill_chunk_flops_by_hand():
     eff = Efficiency(mfu=1.0, mbu=1.0, step_overhead_ns=0)
     cost = CostModel(Deployment(H200, L8B, efficiency=eff)).step([(100, 50)], [])
@@ -192,9 +213,11 @@ def _drain(e: ReplicaEngine) -> list[tuple[int, int, str]]:
     return out
 
 
-def test_run_decode_equals_stepping_one_step_at_a_time():
+@pytest.mark.parametrize("serial", [0.0, 0.7])
+def test_run_decode_equals_stepping_one_step_at_a_time(serial):
     def loaded() -> ReplicaEngine:
-        e = ReplicaEngine(Deployment(H200, L8B, Precision.FP8))
+        e = ReplicaEngine(Deployment(H200, L8B, Precision.FP8,
+                                     efficiency=Efficiency(serial_fraction=serial)))
         for i in range(40):
             e.submit(i, 200 + 13 * i, 5 + 7 * i)
         while not e.decode_only:  # admit and prefill everything
@@ -207,6 +230,9 @@ def test_run_decode_equals_stepping_one_step_at_a_time():
     assert fast == slow and not b.has_work
     assert a.stats.busy_ns == b.stats.busy_ns and a.stats.steps == b.stats.steps
     assert a.stats.decode_tokens == b.stats.decode_tokens
+    for k, v in a.stats.breakdown_ns.items():
+        # the stepped path rounds each part to whole ns: at most 2 ns a step apart
+        assert b.stats.breakdown_ns[k] == pytest.approx(v, abs=2 * a.stats.steps)
     # a horizon stops it before the first step that would start at or after it
     c = loaded()
     before = c.steps

@@ -3,7 +3,8 @@
 A step runs one decode token for every running sequence plus prefill chunks within a
 token budget. Its time is
 
-    max(compute, memory) + communication + overhead
+    max(compute, memory) + serial_fraction x min(compute, memory)
+    + communication + overhead
 
 per accelerator of the replica (all of them work in lock-step):
 
@@ -66,6 +67,8 @@ class StepCost:
     prefill_flop_share: float = 0.0  # of the step's FLOPs
     kv_byte_share: float = 0.0  # of the step's memory traffic
 
+    serial_ns: int = 0  # the part of the shorter of compute and memory not overlapped
+
     @property
     def binding(self) -> str:
         return "compute" if self.compute_ns >= self.memory_ns else "memory"
@@ -82,6 +85,13 @@ class StepCost:
         else:
             out["kv_memory"] = top * self.kv_byte_share
             out["weights_memory"] = top - out["kv_memory"]
+        if self.serial_ns:  # the unhidden part goes to the side that was shorter
+            if self.compute_ns >= self.memory_ns:
+                out["kv_memory"] += self.serial_ns * self.kv_byte_share
+                out["weights_memory"] += self.serial_ns * (1.0 - self.kv_byte_share)
+            else:
+                out["prefill_compute"] += self.serial_ns * self.prefill_flop_share
+                out["decode_compute"] += self.serial_ns * (1.0 - self.prefill_flop_share)
         out["communication"] = float(self.comm_ns)
         out["overhead"] = float(self.overhead_ns)
         return out
@@ -185,9 +195,10 @@ class CostModel:
         compute = c.compute0_ns / self._mfu
         memory = c.memory0_ns / eff.mbu
         overhead = eff.step_overhead_ns + eff.seq_overhead_ns * c.seqs
-        total = max(compute, memory) + c.comm_ns + overhead
+        serial = eff.serial_fraction * min(compute, memory)
+        total = max(compute, memory) + serial + c.comm_ns + overhead
         return StepCost(int(total), int(compute), int(memory), int(c.comm_ns), int(overhead),
-                        c.prefill_flop_share, c.kv_byte_share)
+                        c.prefill_flop_share, c.kv_byte_share, int(serial))
 
     def decode_cost(self, decode_seqs: int, decode_ctx: int) -> StepCost:
         """:meth:`cost` of a step with no prefill (the common case, kept cheap)."""
@@ -204,9 +215,10 @@ class CostModel:
         memory = (weights + kv) / self._bw_per_ns / eff.mbu
         comm = self._comm(decode_seqs) if self._has_comm else 0.0
         overhead = eff.step_overhead_ns + eff.seq_overhead_ns * decode_seqs
-        top = compute if compute >= memory else memory
-        return StepCost(int(top + comm + overhead), int(compute), int(memory), int(comm),
-                        int(overhead), 0.0, kv / (weights + kv))
+        top, low = (compute, memory) if compute >= memory else (memory, compute)
+        serial = eff.serial_fraction * low
+        return StepCost(int(top + serial + comm + overhead), int(compute), int(memory),
+                        int(comm), int(overhead), 0.0, kv / (weights + kv), int(serial))
 
     def decode_coefficients(self) -> tuple[float, float, float, float, float, float]:
         """Coefficients of a decode-only step's time at this deployment's efficiency:
@@ -221,6 +233,12 @@ class CostModel:
         w = -1.0 if m.is_moe else m.total_params * self._wbytes / d.tp / self._bw_per_ns / eff.mbu
         c = self._kv / self._n / self._bw_per_ns / eff.mbu
         return a, b, w, c, float(eff.step_overhead_ns), float(eff.seq_overhead_ns)
+
+    @property
+    def serial_fraction(self) -> float:
+        """:attr:`Efficiency.serial_fraction` of the deployment (for loops that cost
+        decode steps from :meth:`decode_coefficients`)."""
+        return self.d.efficiency.serial_fraction
 
     def moe_weight_ns(self, tokens: int) -> float:
         """Weight-read time of a mixture-of-experts step over ``tokens`` tokens."""

@@ -73,7 +73,13 @@ class Efficiency:
     fraction of memory bandwidth reached when reading weights and KV cache;
     ``step_overhead_ns``: fixed cost of one engine step (scheduling, launches, sampling
     set-up); ``seq_overhead_ns``: cost per sequence in a step (sampling, detokenising,
-    bookkeeping); ``link_efficiency`` and ``allreduce_latency_ns`` shape communication.
+    bookkeeping); ``link_efficiency`` and ``allreduce_latency_ns`` shape communication;
+    ``serial_fraction``: the share of the shorter of a step's compute and memory times
+    that is *not* hidden behind the longer one, so a step takes ``max(compute, memory)
+    + serial_fraction x min(compute, memory)``: 0 is the roofline's perfect overlap, 1
+    none (their sum). Kernels overlap loads and math only partly, which costs most where
+    the two are close: at the batch sizes latency limits force (decode near the ridge
+    point), while the large batches of an Offline run are compute-bound either way.
     """
 
     mfu: float = 0.45
@@ -84,6 +90,7 @@ class Efficiency:
     link_efficiency: float = 0.7
     size_exponent: float = 0.0
     source: str = "default (not calibrated)"
+    serial_fraction: float = 0.0
 
     def mfu_for(self, hidden: int) -> float:
         """The compute efficiency reached by a model of this hidden size."""

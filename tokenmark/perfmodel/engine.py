@@ -121,10 +121,16 @@ class EngineStats:
             self.compute_bound_ns += t
             b["prefill_compute"] += top * c.prefill_flop_share
             b["decode_compute"] += top * (1.0 - c.prefill_flop_share)
+            if c.serial_ns:
+                b["kv_memory"] += c.serial_ns * c.kv_byte_share
+                b["weights_memory"] += c.serial_ns * (1.0 - c.kv_byte_share)
         else:
             self.memory_bound_ns += t
             b["kv_memory"] += top * c.kv_byte_share
             b["weights_memory"] += top * (1.0 - c.kv_byte_share)
+            if c.serial_ns:
+                b["prefill_compute"] += c.serial_ns * c.prefill_flop_share
+                b["decode_compute"] += c.serial_ns * (1.0 - c.prefill_flop_share)
         b["communication"] += c.comm_ns
         b["overhead"] += c.overhead_ns
         if plan.batch > self.max_batch:
@@ -150,11 +156,14 @@ class EngineStats:
         if c.compute_ns >= c.memory_ns:
             self.compute_bound_ns += t
             b["decode_compute"] += c.compute_ns
+            mem = c.serial_ns
         else:
             self.memory_bound_ns += t
-            kv = c.memory_ns * c.kv_byte_share
-            b["kv_memory"] += kv
-            b["weights_memory"] += c.memory_ns - kv
+            b["decode_compute"] += c.serial_ns
+            mem = c.memory_ns
+        kv = mem * c.kv_byte_share
+        b["kv_memory"] += kv
+        b["weights_memory"] += mem - kv
         b["communication"] += c.comm_ns
         b["overhead"] += c.overhead_ns
         if n_dec > self.max_batch:
@@ -355,6 +364,7 @@ class ReplicaEngine:
         finished_at: list[tuple[int, int]] = []
         cost = self.cost
         a, b, w, c, o, q = self._coef
+        sf = cost.serial_fraction
         moe = w < 0
         comm_of = cost.comm_ns if cost.has_comm else None
         st = self.stats
@@ -372,15 +382,20 @@ class ReplicaEngine:
             memory = w_ns + kv
             comm = comm_of(n_dec) if comm_of is not None else 0.0
             over = o + q * n_dec
-            dt = int((compute if compute >= memory else memory) + comm + over)
-            t += dt
             if compute >= memory:
+                dt = int(compute + sf * memory + comm + over)
                 st.compute_bound_ns += dt
                 bd["decode_compute"] += compute
+                if sf:
+                    bd["kv_memory"] += sf * kv
+                    bd["weights_memory"] += sf * w_ns
             else:
+                dt = int(memory + sf * compute + comm + over)
                 st.memory_bound_ns += dt
                 bd["kv_memory"] += kv
                 bd["weights_memory"] += w_ns
+                bd["decode_compute"] += sf * compute
+            t += dt
             bd["communication"] += comm
             bd["overhead"] += over
             st.batch_ns += n_dec * dt

@@ -42,6 +42,8 @@ class RowResult:
     predicted_in: float = math.nan
     predicted_out: float = math.nan
     roofline: float = math.nan
+    protocol: str = ""  # "cross-round" or "leave-one-system-out" (how it was held out)
+    tp_latency: int = 0  # latency rows: the tensor parallelism of the better candidate
 
     @property
     def ape_in(self) -> float:
@@ -76,6 +78,19 @@ class CalibrationReport:
             out.append(_median_row("all", "all", everything))
         return out
 
+    def medians_by_protocol(self) -> list[dict[str, Any]]:
+        """Median APE of the rows held out across rounds and of those held out with
+        their system, per scenario and overall."""
+        done = [r for r in self.rows if r.eligible and not math.isnan(r.predicted_out)]
+        out = []
+        for proto in ("cross-round", "leave-one-system-out"):
+            sub = [r for r in done if r.protocol == proto]
+            for sc in ("Offline", "Server", "Interactive", "all"):
+                rs = [r for r in sub if sc == "all" or r.row.scenario == sc]
+                if rs:
+                    out.append(_median_row(proto, sc, rs))
+        return out
+
     def write(self, out_dir: Path) -> list[Path]:
         out_dir.mkdir(parents=True, exist_ok=True)
         rows_path = out_dir / "calibration_rows.csv"
@@ -84,33 +99,39 @@ class CalibrationReport:
             w.writerow(["csv_row", "round", "division", "submitter", "system_id",
                         "accelerator", "accelerators", "benchmark", "scenario", "metric",
                         "published", "eligible", "reason", "stack", "precision", "tp",
-                        "replicas", "fold", "group_in", "predicted_in", "ape_in",
-                        "group_out", "predicted_out", "ape_out", "roofline",
-                        "roofline_ratio"])
+                        "replicas", "protocol", "fold", "group_in", "predicted_in",
+                        "ape_in", "group_out", "predicted_out", "ape_out", "tp_latency",
+                        "roofline", "roofline_ratio"])
             for r in self.rows:
                 p = r.row
                 w.writerow([p.index, p.round, p.division, p.submitter, p.system_id,
                             p.accelerator or p.accelerator_name, p.accelerators_used,
                             p.benchmark or p.benchmark_raw, p.scenario, p.metric, p.result,
                             int(r.eligible), r.reason, p.stack, r.precision, r.tp,
-                            r.replicas, r.fold, r.group_in, _num(r.predicted_in),
-                            _num(r.ape_in), r.group_out, _num(r.predicted_out),
-                            _num(r.ape_out), _num(r.roofline),
+                            r.replicas, r.protocol, r.fold, r.group_in,
+                            _num(r.predicted_in), _num(r.ape_in), r.group_out,
+                            _num(r.predicted_out), _num(r.ape_out), r.tp_latency or "",
+                            _num(r.roofline),
                             _num(r.roofline / p.result if p.result else math.nan)])
         eff_path = out_dir / "efficiency.csv"
         with open(eff_path, "w", encoding="utf-8", newline="") as f:
             w = csv.writer(f, lineterminator="\n")
             w.writerow(["family", "stack", "round", "mfu", "mbu", "step_overhead_us",
-                        "seq_overhead_us", "size_exponent", "rows", "median_ape", "notes"])
+                        "seq_overhead_us", "size_exponent", "serial_fraction", "rows",
+                        "median_ape", "notes"])
             for (fam, st, rnd), (eff, ape, n) in sorted(self.params.items()):
                 w.writerow([fam, st, rnd, f"{eff.mfu:.4f}", f"{eff.mbu:.4f}",
                             f"{eff.step_overhead_ns / 1000:.1f}",
                             f"{eff.seq_overhead_ns / 1000:.2f}", f"{eff.size_exponent:.2f}",
-                            n, f"{ape:.4f}",
-                            "fitted on published Offline rows by bench/calibrate.py"])
+                            f"{eff.serial_fraction:.2f}", n, f"{ape:.4f}",
+                            "mfu and overheads fitted on published Offline rows, mbu and "
+                            "serial fraction on Server/Interactive rows, by "
+                            "bench/calibrate.py"])
         summary_path = out_dir / "calibration_summary.json"
         with open(summary_path, "w", encoding="utf-8") as f:
-            json.dump({"medians": self.medians(), "notes": self.notes,
+            json.dump({"medians": self.medians(),
+                       "medians_by_protocol": self.medians_by_protocol(),
+                       "notes": self.notes,
                        "eligible_rows": sum(r.eligible for r in self.rows),
                        "rows": len(self.rows),
                        "ineligible_reasons": self.ineligible_reasons()}, f, indent=2)

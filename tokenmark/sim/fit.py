@@ -6,16 +6,19 @@ be recorded once, parameter-free, as each step's compute time and memory time at
 efficiency, its communication time and its sequence count (an :class:`OfflineTrace`),
 and its throughput under any parameters is then exact and vectorised:
 
-    time(theta) = sum over steps of max(c0 / mfu, m0 / mbu) + comm + step_overhead
-                  + seq_overhead x seqs
+    time(theta) = sum over steps of max(c0 / mfu, m0 / mbu)
+                  + serial_fraction x min(c0 / mfu, m0 / mbu)
+                  + comm + step_overhead + seq_overhead x seqs
 
 :func:`fit_efficiency` finds the four parameters of one group (an accelerator family
 and software stack) that minimise the mean squared log error of the predicted
 throughputs over the group's rows, with a weak prior (``PRIOR``) that keeps the
 parameters of a group with few rows near plausible values instead of letting them run
-to the edges. The optimiser is Nelder-Mead over unconstrained coordinates (logit of
-the two fractions, log of the two overheads); four dimensions and vectorised
-objectives make it fast and dependable here.
+to the edges. The serial fraction (how much of the shorter of compute and memory
+time is not overlapped) is held fixed in a fit: Offline steps say little about it, and
+the calibration chooses it from the latency-bound rows. The optimiser is Nelder-Mead
+over unconstrained coordinates (logit of the two fractions, log of the two
+overheads); four dimensions and vectorised objectives make it fast and dependable.
 """
 
 from __future__ import annotations
@@ -67,12 +70,16 @@ class OfflineTrace:
 
     def time_ns(self, eff: Efficiency) -> float:
         return self.time_raw(eff.mfu_for(self.hidden), eff.mbu, eff.step_overhead_ns,
-                             eff.seq_overhead_ns)
+                             eff.seq_overhead_ns, eff.serial_fraction)
 
-    def time_raw(self, mfu: float, mbu: float, step_ns: float, seq_ns: float) -> float:
+    def time_raw(self, mfu: float, mbu: float, step_ns: float, seq_ns: float,
+                 serial: float = 0.0) -> float:
         k = int(np.searchsorted(self._ratio, mfu / mbu, side="left"))
-        return (float(self._c_suffix[k]) / mfu + float(self._m_prefix[k]) / mbu
-                + self._comm + step_ns * self.steps + seq_ns * self._seqs)
+        top = float(self._c_suffix[k]) / mfu + float(self._m_prefix[k]) / mbu
+        if serial:  # the sum of the shorter sides is everything less the longer ones
+            both = float(self._c_suffix[0]) / mfu + float(self._m_prefix[-1]) / mbu
+            top += serial * (both - top)
+        return top + self._comm + step_ns * self.steps + seq_ns * self._seqs
 
     def compute_bound_share(self, eff: Efficiency) -> float:
         k = int(np.searchsorted(self._ratio, eff.mfu_for(self.hidden) / eff.mbu, side="left"))
@@ -132,11 +139,12 @@ def fit_efficiency(
     source: str,
     size_exponent: float = 0.0,
     mbu: float | None = None,
+    serial_fraction: float = 0.0,
 ) -> tuple[Efficiency, float]:
     """Parameters for one group from ``(trace, published rate)`` pairs, with the global
-    ``size_exponent`` (and ``mbu``, when given) held fixed, and the fit's median
-    absolute percentage error on those rows."""
-    base = replace(base, size_exponent=size_exponent)
+    ``size_exponent``, the ``serial_fraction`` (and ``mbu``, when given) held fixed, and
+    the fit's median absolute percentage error on those rows."""
+    base = replace(base, size_exponent=size_exponent, serial_fraction=serial_fraction)
     if not rows:
         return replace(base, source=source), 0.0
     traces = [t for t, _ in rows]
@@ -158,7 +166,7 @@ def fit_efficiency(
         mbu = 1 / (1 + math.exp(-x[1]))
         so = math.exp(x[2]) * 1000
         qo = math.exp(x[3]) * 1000
-        t = np.array([tr.time_raw(min(MAX_MFU, mfu * f), mbu, so, qo)
+        t = np.array([tr.time_raw(min(MAX_MFU, mfu * f), mbu, so, qo, serial_fraction)
                       for tr, f in zip(traces, sizes, strict=True)])
         pred = np.log(scale / (t / 1e9))
         err = float(np.mean((pred - target) ** 2))

@@ -3,11 +3,13 @@
 ``data/efficiency.csv`` is written by ``bench/calibrate.py`` (see
 :mod:`tokenmark.sim.calibration`): one row per group with published results from at
 least two systems, with ``mfu``, ``mbu``, the fixed step and per-sequence overheads,
-the global size exponent, the systems fitted and the fit's median error. Groups are
-(architecture, stack, round) - the round standing for the software release, which the
-results CSV does not name - then (architecture, stack), the architecture, the vendor,
-and everything (``*``). A deployment takes the most specific row for its accelerator
-and stack (the newest round unless one is asked for); the chosen row is recorded in
+the global size exponent, the serial fraction (how much of the shorter of a step's
+compute and memory time is not overlapped), the systems fitted and the fit's median
+error. Groups are (architecture, stack, round) - the round standing for the software
+release, which the results CSV does not name - then (architecture, stack), the
+architecture, the vendor, and everything (``*``). A deployment takes the most
+specific row for its accelerator and stack (the newest round unless one is asked
+for); the chosen row is recorded in
 :attr:`~tokenmark.perfmodel.Efficiency.source`, so every result says which parameters
 it used and where they came from.
 
@@ -65,6 +67,7 @@ def efficiency_rows() -> tuple[EfficiencyRow, ...]:
             step_overhead_ns=int(float(r["step_overhead_us"]) * 1000),
             seq_overhead_ns=int(float(r["seq_overhead_us"]) * 1000),
             size_exponent=float(r.get("size_exponent") or 0.0),
+            serial_fraction=float(r.get("serial_fraction") or 0.0),
             source=(f"calibrated: {r['family']}/{r['stack']}/{rnd} ({r['rows']} systems' "
                     "published results)"),
         )

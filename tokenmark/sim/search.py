@@ -4,7 +4,11 @@ MLPerf's Server result is the throughput at the highest Poisson arrival rate who
 p99 TTFT and p99 TPOT (or p99 end-to-end latency) stay within the benchmark's limits;
 submitters find it by trying rates. :func:`max_server_rate` does the same in virtual
 time, by bisection on the rate (in log space) between a rate that passes and one that
-does not.
+does not. The upper bracket is the replica's saturated rate
+(:func:`replica_saturated_rate`): a Poisson stream at or above the rate a full replica
+completes requests cannot be held for a whole run, and a simulated run short enough to
+be affordable would not always show it (the batch grows for minutes before the queue
+does).
 
 Because the replicas are identical and the router is round-robin, one replica sees
 every R-th arrival of the whole Poisson stream (an Erlang-R renewal process), so
@@ -26,7 +30,12 @@ from tokenmark.settings import LatencyLimits, Scenario
 from tokenmark.sim.cluster import Cluster
 from tokenmark.sim.driver import simulate
 
-__all__ = ["ServerPoint", "max_server_rate", "replica_offline_rate", "replica_server_run"]
+#: A server run spans at least this many request lives (see :func:`replica_server_run`).
+MIN_LIFETIMES = 2.0
+MAX_REQUESTS = 20000
+
+__all__ = ["ServerPoint", "max_server_rate", "replica_offline_rate", "replica_saturated_rate",
+           "replica_server_run"]
 
 
 @dataclass(frozen=True)
@@ -57,12 +66,26 @@ def replica_server_run(
     requests: int = 3000,
     warmup_fraction: float = 0.1,
     seed: int = 0,
+    min_lifetimes: float = MIN_LIFETIMES,
 ) -> ServerPoint:
     """One replica of ``d`` serving its round-robin share of a Poisson stream at a
     cluster-wide ``qps``; ``inputs``/``outputs`` are the dataset's lengths, drawn
-    uniformly with replacement (seeded)."""
+    uniformly with replacement (seeded).
+
+    A run shorter than a request's life never reaches the load it is offered (with
+    DeepSeek-R1's ~3,700-token answers a request lives minutes): the replica gets at
+    least ``requests`` and enough to span ``min_lifetimes`` times the longest life the
+    limits allow a mean request (TPOT limit x mean output, or the end-to-end limit),
+    capped at ``MAX_REQUESTS``."""
     rng = np.random.default_rng(seed)
     reps = d.replicas
+    life_ns = 0.0
+    if limits.tpot_ns is not None:
+        life_ns = limits.tpot_ns * float(outputs.mean()) + (limits.ttft_ns or 0)
+    elif limits.e2e_ns is not None:
+        life_ns = float(limits.e2e_ns)
+    span_requests = int(qps / reps * min_lifetimes * life_ns / 1e9)
+    requests = max(requests, min(MAX_REQUESTS, span_requests))
     gaps = rng.exponential(1e9 / qps, size=requests * reps)
     times = np.floor(np.cumsum(gaps)[reps - 1::reps]).astype(np.int64)
     times -= times[0]
@@ -104,6 +127,34 @@ def replica_offline_rate(d: Deployment, inputs: np.ndarray, outputs: np.ndarray,
     return requests / (r.end_ns / 1e9) if r.end_ns > 0 else 0.0
 
 
+def replica_saturated_rate(d: Deployment, inputs: np.ndarray, outputs: np.ndarray,
+                           requests: int = 4000, seed: int = 0) -> float:
+    """Requests per second one replica completes while it is saturated (a queue waiting
+    behind a full batch): the decode tokens per second of the steps in the middle 60%
+    of an Offline run, which leaves out the ramp (prompts only) and the drain (the
+    longest answers alone), over the decode tokens a request needs. No arrival rate
+    above it can be sustained, however the latencies look in a short run: the batch
+    (and with it TPOT) would grow until the queue does."""
+    rng = np.random.default_rng(seed)
+    n = max(requests, 4 * d.policy.max_num_seqs)
+    idx = rng.integers(0, inputs.shape[0], size=n).astype(np.int64)
+    zeros = np.zeros(n, dtype=np.int64)
+    sched = Schedule(kind=ScheduleKind.TIMED, scenario=Scenario.OFFLINE, sample_index=idx,
+                     query_id=zeros, scheduled_ns=zeros)
+    cluster = Cluster(d.single_replica())
+    simulate(sched, inputs, outputs, cluster)
+    st = cluster.engines[0].stats
+    step_ns = np.asarray(st.step_ns, dtype=np.float64)
+    decodes = np.asarray(st.step_decodes, dtype=np.float64)
+    ends = np.cumsum(step_ns)
+    if ends.size == 0 or ends[-1] <= 0:
+        return 0.0
+    mid = (ends > 0.2 * ends[-1]) & (ends <= 0.8 * ends[-1])
+    per_request = d.policy.beams * max(float(np.mean(outputs[idx])) - 1.0, 1.0)
+    busy = float(step_ns[mid].sum())
+    return float(decodes[mid].sum()) / per_request / (busy / 1e9) if busy > 0 else 0.0
+
+
 def max_server_rate(
     d: Deployment,
     inputs: np.ndarray,
@@ -116,7 +167,7 @@ def max_server_rate(
 ) -> ServerPoint:
     """The highest cluster-wide rate that passes ``limits`` (bisection in log space);
     a point with ``passed`` False when even a trickle fails."""
-    hi = replica_offline_rate(d, inputs, outputs, seed=seed) * d.replicas * 1.05
+    hi = replica_saturated_rate(d, inputs, outputs, seed=seed) * d.replicas
     if hi <= 0:
         return ServerPoint(0.0, 0, 0, 0, 0.0, False)
     lo = hi / 64
