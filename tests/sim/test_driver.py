@@ -1,5 +1,5 @@
 """The simulator's driver against hand-computed times and against the real runner on a
-fake clock driving the same performance model."""
+fake clock driving the emulated server's engine (one performance model, one stepping)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from tokenmark.adapters.emulated_sut import EmulatedSUT
 from tokenmark.clock import FakeClock, run_virtual
 from tokenmark.config.layering import build_settings
 from tokenmark.dataset import LengthDistribution, SyntheticDataset
+from tokenmark.errors import ConfigError
 from tokenmark.loadgen.runner import Runner
 from tokenmark.metrics.stats import Column
 from tokenmark.metrics.summary import Accumulator
@@ -30,7 +32,6 @@ from tokenmark.sim.cluster import Cluster, Router
 from tokenmark.sim.driver import simulate
 from tokenmark.sim.explain import WeightedColumn, explain
 from tokenmark.sim.run import run_simulation
-from tokenmark.sim.sut import PerfModelSUT
 
 H200 = find_accelerator("H200")
 L8B = find_model("llama3.1-8b")
@@ -83,7 +84,7 @@ def test_offline_burst_is_queued_before_the_first_step():
 def _runner_records(d: Deployment, schedule: Schedule, ds: SyntheticDataset,
                     stream: bool) -> list[RequestRecord]:
     clock = FakeClock()
-    sut = PerfModelSUT(clock, Cluster(d), stream_tokens=stream)
+    sut = EmulatedSUT(clock, d, stream=stream)
     recs: list[RequestRecord] = []
     runner = Runner(schedule, ds, sut, clock, consumers=[recs.append])
     run_virtual(runner.run(), clock)
@@ -133,7 +134,36 @@ def test_closed_loop_agrees_with_the_runner():
     r = simulate(sched, ds.input_token_counts, ds.output_token_counts, Cluster(d))
     assert len(recs) == len(r)
     assert [x.scheduled_ns for x in recs] == r.scheduled.tolist()
+    assert [x.first_token_ns for x in recs] == r.first.tolist()
     assert [x.done_ns for x in recs] == r.done.tolist()
+
+
+def test_offline_burst_agrees_with_the_runner():
+    """Every sample sent at once: the emulator plans them together, as the driver does
+    (arrivals before kicks at equal times)."""
+    layered = build_settings("v6.0", "llama3.1-8b", Scenario.OFFLINE,
+                             overrides={"min_query_count": 60, "min_duration_ms": 0,
+                                        "offline_expected_qps": 1.0,
+                                        "performance_sample_count": 40,
+                                        "total_sample_count": 40})
+    ds = SyntheticDataset(40, LengthDistribution.parse("uniform:50:600"),
+                          LengthDistribution.parse("uniform:2:20"), seed=9)
+    eff = effective(layered.settings, len(ds))
+    sched = build_schedule(eff, len(ds))
+    d = _deployment(replicas=2, max_num_seqs=16, max_batched_tokens=2048)
+    recs = _runner_records(d, sched, ds, stream=False)
+    r = simulate(sched, ds.input_token_counts, ds.output_token_counts, Cluster(d))
+    assert len(recs) == len(r) == len(sched) >= 60
+    assert len(set(r.admitted.tolist())) > 1  # the burst queued behind max_num_seqs
+    assert [x.first_token_ns for x in recs] == r.first.tolist()
+    assert [x.done_ns for x in recs] == r.done.tolist()
+
+
+def test_the_emulator_refuses_a_disaggregated_deployment():
+    d = replace(_deployment(replicas=2), policy=ServingPolicy(prefill_replicas=1))
+    with pytest.raises(ConfigError, match="aggregated replicas only; this deployment has 1 "
+                                          "prefill-only"):
+        EmulatedSUT(FakeClock(), d)
 
 
 def test_concurrency_cap_serialises_requests():

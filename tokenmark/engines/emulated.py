@@ -14,7 +14,9 @@ tokens, one token per decoding request, completions) to each request's
 :class:`Listener`. On :class:`~tokenmark.clock.MonotonicClock` that is the emulated
 server's real time; on :class:`~tokenmark.clock.FakeClock` it is virtual time, for the
 in-process system under test (``--virtual-time``) and for tests, which compare the times
-with the model's own step costs. Requests go to replicas round-robin.
+with the model's own step costs and, under the real runner, with the simulator's driver
+(:mod:`tokenmark.sim.driver`), which must agree with it exactly. Requests go to replicas
+round-robin. Only aggregated replicas are emulated (no prefill/decode disaggregation).
 
 In real time a step is delivered when the event loop gets to it; the next step starts at
 the modelled end of the previous one, so the model's timeline holds while the loop keeps
@@ -195,6 +197,11 @@ class Emulator:
         self.stream = stream
         self.scale = time_scale
         self.cluster = Cluster(d)
+        if self.cluster.disaggregated:
+            raise ConfigError(
+                f"the emulator serves aggregated replicas only; this deployment has "
+                f"{d.policy.prefill_replicas} prefill-only replicas (use prefill_replicas=0, "
+                f"or the simulator for prefill/decode disaggregation)")
         n = len(self.cluster.engines)
         self._busy = [False] * n
         self._kicked = [False] * n

@@ -16,9 +16,13 @@ under test with a calibrated performance model (:mod:`tokenmark.perfmodel`):
 - :mod:`~tokenmark.sim.published`, :mod:`~tokenmark.sim.fit`,
   :mod:`~tokenmark.sim.calibration` and :mod:`~tokenmark.sim.params`: fitting the
   efficiency parameters on published results and shipping them;
-- :mod:`~tokenmark.sim.workloads`: the benchmarks' request lengths;
-- :mod:`~tokenmark.sim.sut`: the same model as an in-process system under test for the
-  real runner, on any clock.
+- :mod:`~tokenmark.sim.workloads`: the benchmarks' request lengths.
+
+One performance model, shared with the emulated server: the emulated server's engine
+(:class:`~tokenmark.engines.emulated.Emulator`, served in-process by
+:class:`~tokenmark.adapters.emulated_sut.EmulatedSUT`) steps the same
+:class:`~tokenmark.sim.cluster.Cluster` on a clock, and on a fake clock under the real
+runner it gives the driver's times exactly (``tests/sim``).
 
 The entry points (writing results folders) are in :mod:`tokenmark.sim_api`.
 """

@@ -16,8 +16,8 @@ Routers (:class:`Router`):
 - ``least-loaded``: fewest requests in flight; among many replicas the least loaded of
   two drawn at random (power of two choices, seeded), so routing stays O(1).
 
-The cluster has no clock; the driver (:mod:`tokenmark.sim.driver`) or an in-process
-system under test (:mod:`tokenmark.sim.sut`) advances its engines.
+The cluster has no clock; the driver (:mod:`tokenmark.sim.driver`) or the emulated
+server's engine (:class:`~tokenmark.engines.emulated.Emulator`) advances its engines.
 """
 
 from __future__ import annotations
