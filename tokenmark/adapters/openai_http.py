@@ -155,6 +155,8 @@ class OpenAIHttpSUT:
 
     async def start(self) -> None:
         """Check ``/v1/models`` (unless the caller did or opted out); open ``preconnect``."""
+        for ep in self.endpoints:
+            ep.closed = False  # a system stopped and started again
         if not self._checked:
             info = await probe(self.config, self._key)
             self._checked = True

@@ -85,6 +85,7 @@ class Endpoint:
         self.waiters: list[Callable[[Connection | None], None]] = []
         self._now = now
         self._live: set[Connection] = set()
+        self.closed = False
 
     def take_idle(self) -> Connection | None:
         """The most recently used live connection, if one is idle and fresh enough."""
@@ -122,9 +123,14 @@ class Endpoint:
                 lambda: conn, self.base.host, self.base.port, ssl=self.ssl_context,
                 server_hostname=self.base.host if self.ssl_context is not None else None)
         except BaseException:
+            if conn.transport is not None:
+                conn.transport.abort()
             self.forget(conn)
             raise
         self.opened_total += 1
+        if self.closed:  # the run ended while this connection was being made
+            conn.abort()
+            raise ConnectionError("the endpoint was closed while connecting")
 
     async def open(self) -> Connection:
         conn = self.reserve()
@@ -152,6 +158,7 @@ class Endpoint:
 
     def close(self) -> None:
         """Close every connection, idle or not (the run is over)."""
+        self.closed = True
         for c in list(self._live):
             if c.exchange is not None:
                 c.abort()  # its request was abandoned: no callback, no error to count

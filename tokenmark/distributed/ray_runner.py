@@ -6,14 +6,20 @@ keeps the schedule's own send times at ``1/W`` of the rate) across ``W`` Ray act
 each running the same :class:`~tokenmark.loadgen.runner.Runner` against its own system
 under test, built on the actor from the run's SUT factory. Records stream back (the
 driver polls every 50 ms) and reach the run's sinks and metrics as if one runner had
-made them, so metrics, logs and verdicts are those of a single-process run.
+made them, so metrics, logs and verdicts are those of a single-process run. The
+per-record work stays on the workers, so the driver keeps up with many of them: each
+batch comes already moved onto the driver's time base and numbering, encoded as its
+``records.jsonl`` lines (the file's own encoder, so the lines are those a single process
+writes) and packed into columns (:mod:`tokenmark.metrics.columns`) that the metrics take
+in a few array operations. Consumers without ``add_columns`` (watchers, stop
+conditions) also get the records themselves, one by one.
 
 Time base. Each actor stamps with its own monotonic clock. Before the run the driver
 measures every actor's offset the NTP way over Ray calls
 (:func:`tokenmark.adapters.clocksync.estimate`, the smallest of 24 round trips), starts
 each actor at the same instant of the driver's clock translated onto the actor's, and
-moves every stamp back onto the driver's clock as it arrives (``t - offset``). It
-measures again at the end (drift). Offsets, their uncertainty and the drift are stated
+each worker moves every stamp onto the driver's clock before it ships (``t - offset``).
+It measures again at the end (drift). Offsets, their uncertainty and the drift are stated
 in ``results.json`` under ``distributed``.
 
 A worker lost mid-run (its process or node died) makes the run INVALID with the reason;
@@ -44,6 +50,8 @@ from tokenmark.dataset import Dataset
 from tokenmark.errors import ConfigError, TargetError
 from tokenmark.loadgen.remote import SutFactory
 from tokenmark.loadgen.runner import RecordConsumer, Runner, RunnerStats, RunOutcome
+from tokenmark.metrics.columns import RecordColumns, pack
+from tokenmark.output.records import encode_record
 from tokenmark.records import RecordSink, RequestRecord
 from tokenmark.scenarios import Schedule, ScheduleKind
 from tokenmark.settings import EffectiveSettings
@@ -90,6 +98,15 @@ class OffsetClock:
         return self._base.call_at(t_ns - self._off, callback)
 
 
+@dataclass(frozen=True)
+class _Batch:
+    """What a worker ships per poll."""
+
+    lines: str  # the records' lines of records.jsonl, joined
+    columns: RecordColumns  # what the metrics consumers need of them
+    records: list[RequestRecord] | None  # only when a consumer or sink needs the objects
+
+
 class _ShardWorker:
     """One Ray actor: a runner and its system under test on one client machine."""
 
@@ -98,6 +115,9 @@ class _ShardWorker:
         self.clock: Clock = (OffsetClock(MonotonicClock(), offset_ns) if offset_ns
                              else MonotonicClock())
         self.buffer: list[RequestRecord] = []
+        self.positions: np.ndarray = np.empty(0, dtype=np.int64)
+        self.t0_local = 0
+        self.full = False
         self.runner: Runner | None = None
         self.system: Any = None
         self.dataset: Dataset | None = None
@@ -120,8 +140,12 @@ class _ShardWorker:
         return {"name": self.system.name, "describe": self.system.describe()}
 
     async def run(self, shard: Schedule, t0_local: int, max_concurrency: int,
-                  drain_timeout_ns: int) -> dict[str, Any]:
+                  drain_timeout_ns: int, positions: np.ndarray,
+                  full: bool) -> dict[str, Any]:
         assert self.dataset is not None
+        self.positions = positions
+        self.t0_local = t0_local
+        self.full = full
         runner = Runner(shard, self.dataset, self.system, self.clock,
                         consumers=[self._keep], max_concurrency=max_concurrency,
                         drain_timeout_ns=drain_timeout_ns)
@@ -138,10 +162,21 @@ class _ShardWorker:
     def _keep(self, rec: RequestRecord) -> None:
         self.buffer.append(rec)
 
-    def poll(self) -> tuple[int, list[RequestRecord], bool]:
+    def poll(self) -> tuple[_Batch | None, bool]:
+        """The records finished since the last poll, on the driver's time base and the
+        schedule's numbering, already encoded for the records file and packed for the
+        metrics (the per-record work stays on the workers)."""
+        done = self.done
         batch, self.buffer = self.buffer, []
-        t0 = self.runner.t0 if self.runner is not None and self.started else -1
-        return t0, batch, self.done
+        if not batch:
+            return None, done
+        assert self.runner is not None
+        shift = self.runner.t0 - self.t0_local  # t0 is the driver's t0 on this clock
+        pos = self.positions.tolist()
+        for rec in batch:
+            _move(rec, shift, pos[rec.seq])
+        lines = "".join([encode_record(r) for r in batch])
+        return _Batch(lines, pack(batch), batch if self.full else None), done
 
     def stop(self, reason: str) -> None:
         if self.runner is not None:
@@ -325,12 +360,15 @@ class RayDriver:
         rtt = max(2 * s.uncertainty_ns for s in self._sync)
         self.t0 = t0 = now() + _START_LEAD_NS + 4 * rtt
         cap = math.ceil(eff.max_concurrency / w) if eff.max_concurrency else 0
+        # Consumers and sinks that take a packed batch get one; the rest get records.
+        bulk = [f for f in (_bulk(c) for c in consumers) if f is not None]
+        each = [c for c in consumers if _bulk(c) is None]
+        bulk_sinks = [s for s in sinks if callable(getattr(s, "write_lines", None))]
+        each.extend(s.write for s in sinks if s not in bulk_sinks)
         runs = [a.run.remote(_slice(schedule, positions[k]), t0 + self._sync[k].offset_ns,
-                             cap, 0)
+                             cap, 0, positions[k], bool(each))
                 for k, a in enumerate(self._actors)]
         self.stats = RunnerStats(scheduled=len(schedule))
-        write = [*(s.write for s in sinks), *consumers]
-        shifts: list[int | None] = [None] * w
         active = set(range(w))
         first_send = last_send = -1
         end = 0
@@ -338,28 +376,34 @@ class RayDriver:
             await asyncio.sleep(_POLL_S)
             for k in sorted(active):
                 try:
-                    t0_local, batch, done = await self._actors[k].poll.remote()
+                    batch, done = await self._actors[k].poll.remote()
                 except RayError as e:
                     self._lose(k, e)
                     active.discard(k)
                     continue
-                if t0_local >= 0 and shifts[k] is None:
-                    shifts[k] = t0_local - self._sync[k].offset_ns - t0
-                shift = shifts[k] or 0
-                pos = positions[k]
-                for rec in batch:
-                    _move(rec, shift, int(pos[rec.seq]))
-                    if rec.issued_ns >= 0:
-                        first_send = rec.issued_ns if first_send < 0 else min(
-                            first_send, rec.issued_ns)
-                        last_send = max(last_send, rec.issued_ns)
-                    end = max(end, rec.done_ns)
-                    self._count(rec)
-                    for c in write:
-                        c(rec)
-                self._received[k] += len(batch)
-                if done and not batch:
-                    active.discard(k)
+                if batch is None:
+                    if done:
+                        active.discard(k)
+                    continue
+                cols = batch.columns
+                issued = cols.col("issued")
+                sent = issued[issued >= 0]
+                if sent.size:
+                    lo = int(sent.min())
+                    first_send = lo if first_send < 0 else min(first_send, lo)
+                    last_send = max(last_send, int(sent.max()))
+                end = max(end, int(cols.col("done").max()))
+                self._count(cols)
+                for s in bulk_sinks:
+                    s.write_lines(batch.lines, len(cols))  # type: ignore[attr-defined]
+                for f in bulk:
+                    f(cols)
+                if each:
+                    assert batch.records is not None
+                    for rec in batch.records:
+                        for c in each:
+                            c(rec)
+                self._received[k] += len(cols)
             for s in sinks:
                 s.flush()
         for k, ref in enumerate(runs):
@@ -394,16 +438,16 @@ class RayDriver:
             exchanges.append((t1, t2, now()))
         return estimate(exchanges, same_clock=same)
 
-    def _count(self, rec: RequestRecord) -> None:
+    def _count(self, cols: RecordColumns) -> None:
         st = self.stats
-        if rec.issued_ns >= 0:
-            st.issued += 1
-        if rec.ok:
-            st.completed += 1
-            st.output_tokens += rec.output_tokens
-        else:
-            st.failed += 1
-            key = rec.error.value if rec.error is not None else "unanswered"
+        st.issued += int((cols.col("issued") >= 0).sum())
+        ok = cols.col("ok").astype(bool)
+        done = int(ok.sum())
+        st.completed += done
+        st.output_tokens += int(cols.col("output_tokens")[ok].sum())
+        st.failed += len(cols) - done
+        for index in cols.col("error")[~ok].tolist():
+            key = cols.error_key(index)
             st.errors[key] = st.errors.get(key, 0) + 1
 
     def _lose(self, k: int, e: BaseException) -> None:
@@ -439,6 +483,14 @@ def _cause(e: BaseException) -> str:
     if isinstance(e, RayActorError):
         return "its actor died (" + first[:200] + ")"
     return first[:300]
+
+
+def _bulk(consumer: RecordConsumer) -> Any:
+    """The ``add_columns`` of a consumer that is the ``add`` of a batch-capable object."""
+    if getattr(consumer, "__name__", "") != "add":
+        return None
+    fn = getattr(getattr(consumer, "__self__", None), "add_columns", None)
+    return fn if callable(fn) else None
 
 
 def _slice(s: Schedule, idx: np.ndarray) -> Schedule:

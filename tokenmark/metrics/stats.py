@@ -81,9 +81,13 @@ class Column:
             self._flush()
 
     def extend(self, values: Iterable[int]) -> None:
+        """Append ``values``; spills at the same points as one append each would."""
         self._buf.extend(values)
-        if len(self._buf) >= self._cap:
+        while len(self._buf) >= self._cap:
+            rest = self._buf[self._cap:]
+            del self._buf[self._cap:]
             self._flush()
+            self._buf = rest
 
     def _stats_of(self, arr: np.ndarray) -> None:
         if arr.size == 0:

@@ -32,7 +32,7 @@ from typing import IO
 
 from tokenmark.records import ErrorClass, Phase, RequestRecord, TokenSource
 
-__all__ = ["RECORDS_FILE", "JsonlRecordSink", "read_records"]
+__all__ = ["RECORDS_FILE", "JsonlRecordSink", "encode_record", "read_records"]
 
 RECORDS_FILE = "records.jsonl"
 
@@ -47,27 +47,13 @@ class JsonlRecordSink:
         self.count = 0
 
     def write(self, r: RequestRecord) -> None:
-        times = r.chunk_ns
-        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
-        toks = r.chunk_tokens
-        tok_field = "null" if all(k == 1 for k in toks) else _dumps(toks)
-        err = "null" if r.error is None else f'"{r.error.value}"'
-        detail = _dumps(r.error_detail) if r.error_detail else '""'
-        endpoint = _dumps(r.endpoint) if r.endpoint else '""'
-        self._lines.append(
-            f'{{"seq":{r.seq},"query":{r.query_id},"sample":{r.sample_index},'
-            f'"phase":"{r.phase.value}","scheduled_ns":{r.scheduled_ns},'
-            f'"issued_ns":{r.issued_ns},"first_token_ns":{r.first_token_ns},'
-            f'"done_ns":{r.done_ns},"input_tokens":{r.input_tokens},'
-            f'"output_tokens":{r.output_tokens},"token_source":"{r.token_source.value}",'
-            f'"alt_output_tokens":{r.alt_output_tokens},"error":{err},'
-            f'"error_detail":{detail},"endpoint":{endpoint},'
-            f'"reasoning_tokens":{r.reasoning_tokens},"first_answer_ns":{r.first_answer_ns},'
-            f'"cached_input_tokens":{r.cached_input_tokens},'
-            f'"chunk_gaps_ns":{_dumps(gaps, separators=(",", ":"))},'
-            f'"chunk_tokens":{tok_field}}}\n'
-        )
+        self._lines.append(encode_record(r))
         self.count += 1
+
+    def write_lines(self, text: str, count: int) -> None:
+        """Append ``count`` records already encoded by :func:`encode_record` (joined)."""
+        self._lines.append(text)
+        self.count += count
 
     def flush(self) -> None:
         if self._lines:
@@ -81,6 +67,31 @@ class JsonlRecordSink:
         self.flush()
         os.fsync(self._f.fileno())
         self._f.close()
+
+
+def encode_record(r: RequestRecord) -> str:
+    """One record's line of ``records.jsonl`` (with its newline)."""
+    times = r.chunk_ns
+    # int lists written as json.dumps writes them, without its per-call encoder set-up
+    gaps = ",".join([str(b - a) for a, b in zip(times, times[1:], strict=False)])
+    toks = r.chunk_tokens
+    tok_field = "null" if all(k == 1 for k in toks) else f"[{', '.join(map(str, toks))}]"
+    err = "null" if r.error is None else f'"{r.error.value}"'
+    detail = _dumps(r.error_detail) if r.error_detail else '""'
+    endpoint = _dumps(r.endpoint) if r.endpoint else '""'
+    return (
+        f'{{"seq":{r.seq},"query":{r.query_id},"sample":{r.sample_index},'
+        f'"phase":"{r.phase.value}","scheduled_ns":{r.scheduled_ns},'
+        f'"issued_ns":{r.issued_ns},"first_token_ns":{r.first_token_ns},'
+        f'"done_ns":{r.done_ns},"input_tokens":{r.input_tokens},'
+        f'"output_tokens":{r.output_tokens},"token_source":"{r.token_source.value}",'
+        f'"alt_output_tokens":{r.alt_output_tokens},"error":{err},'
+        f'"error_detail":{detail},"endpoint":{endpoint},'
+        f'"reasoning_tokens":{r.reasoning_tokens},"first_answer_ns":{r.first_answer_ns},'
+        f'"cached_input_tokens":{r.cached_input_tokens},'
+        f'"chunk_gaps_ns":[{gaps}],'
+        f'"chunk_tokens":{tok_field}}}\n'
+    )
 
 
 def read_records(path: Path) -> Iterator[RequestRecord]:
