@@ -50,16 +50,27 @@ class PermutationStream:
         self._block = -1
         self._perm: np.ndarray = np.empty(0, dtype=np.int64)
 
-    def __getitem__(self, i: int) -> int:
-        b, r = divmod(i, self._n)
+    def _block_perm(self, b: int) -> np.ndarray:
         if b != self._block:
             rng = np.random.default_rng(derive_seed(self._seed, f"{self._name}/{b}"))
             self._perm = rng.permutation(self._n).astype(np.int64)
             self._block = b
-        return int(self._perm[r])
+        return self._perm
+
+    def __getitem__(self, i: int) -> int:
+        b, r = divmod(i, self._n)
+        return int(self._block_perm(b)[r])
 
     def take(self, count: int) -> np.ndarray:
-        return np.fromiter((self[i] for i in range(count)), dtype=np.int64, count=count)
+        """Positions ``0 .. count-1``, a block at a time."""
+        out = np.empty(count, dtype=np.int64)
+        i = 0
+        while i < count:
+            b, r = divmod(i, self._n)
+            k = min(count - i, self._n - r)
+            out[i:i + k] = self._block_perm(b)[r:r + k]
+            i += k
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,9 @@ def test_offsets_are_measured_and_corrected_and_records_merge(local_ray, tmp_pat
         assert abs(w["clock_offset_ns"] - injected) <= w["clock_uncertainty_ns"] + 1_000_000
         assert not w["shared_clock"] and not w["lost"]
     assert sum(w["records_received"] for w in workers) == res.summary.issued
+    # CPU is stated per worker and for the driver; the last merge comes after the last answer
+    assert all(w["cpu_s"] > 0 for w in workers) and doc["distributed"]["driver_cpu_s"] > 0
+    assert doc["distributed"]["last_merge_ns"] >= res.outcome.end_ns
     # the merged records are exactly the single-process schedule
     eff = effective(layered.settings, len(ds))
     sched = build_schedule(eff, len(ds))

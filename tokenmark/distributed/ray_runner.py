@@ -4,15 +4,20 @@
 precomputed schedule round-robin (sample ``i`` to worker ``i mod W``, so each worker
 keeps the schedule's own send times at ``1/W`` of the rate) across ``W`` Ray actors,
 each running the same :class:`~tokenmark.loadgen.runner.Runner` against its own system
-under test, built on the actor from the run's SUT factory. Records stream back (the
-driver polls every 50 ms) and reach the run's sinks and metrics as if one runner had
-made them, so metrics, logs and verdicts are those of a single-process run. The
-per-record work stays on the workers, so the driver keeps up with many of them: each
-batch comes already moved onto the driver's time base and numbering, encoded as its
-``records.jsonl`` lines (the file's own encoder, so the lines are those a single process
-writes) and packed into columns (:mod:`tokenmark.metrics.columns`) that the metrics take
-in a few array operations. Consumers without ``add_columns`` (watchers, stop
-conditions) also get the records themselves, one by one.
+under test, built on the actor from the run's SUT factory. Records stream back and
+reach the run's sinks and metrics as if one runner had made them, so metrics, logs and
+verdicts are those of a single-process run. The driver keeps one long poll in flight per
+worker; a worker answers once it holds ``_BATCH`` records, its run is over, or
+``_POLL_S`` (100 ms) passed, so a finished record waits at most that long and the last
+ones come without waiting. The per-record work stays on the workers, done as each record
+finishes (so the record dies young): moved onto the driver's time base and numbering,
+encoded as its ``records.jsonl`` line (the file's own encoder, so the lines are those a
+single process writes; shipped as bytes in a uint8 array, which Ray passes without a copy
+and the driver writes as they are) and packed into columns
+(:mod:`tokenmark.metrics.columns`) that the metrics take in a few array operations.
+Consumers without ``add_columns`` (watchers, stop conditions) also get the records
+themselves, one by one. ``results.json`` states the CPU each worker and the driver spent
+(``cpu_s``, ``driver_cpu_s``) and when the last records were merged (``last_merge_ns``).
 
 Time base. Each actor stamps with its own monotonic clock. Before the run the driver
 measures every actor's offset the NTP way over Ray calls
@@ -34,10 +39,12 @@ different models.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import os
 import socket
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -50,7 +57,7 @@ from tokenmark.dataset import Dataset
 from tokenmark.errors import ConfigError, TargetError
 from tokenmark.loadgen.remote import SutFactory
 from tokenmark.loadgen.runner import RecordConsumer, Runner, RunnerStats, RunOutcome
-from tokenmark.metrics.columns import RecordColumns, pack
+from tokenmark.metrics.columns import ColumnPacker, RecordColumns
 from tokenmark.output.records import encode_record
 from tokenmark.records import RecordSink, RequestRecord
 from tokenmark.scenarios import Schedule, ScheduleKind
@@ -65,7 +72,8 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 __all__ = ["OffsetClock", "RayDriver", "RayOptions"]
 
 _PINGS = 24
-_POLL_S = 0.05
+_POLL_S = 0.1  # the longest a finished record waits on its worker
+_BATCH = 32768  # records a worker ships without waiting
 _START_LEAD_NS = 300_000_000  # time from the start command to the common t0
 
 
@@ -102,7 +110,7 @@ class OffsetClock:
 class _Batch:
     """What a worker ships per poll."""
 
-    lines: str  # the records' lines of records.jsonl, joined
+    lines: np.ndarray  # the records' lines of records.jsonl, joined, UTF-8 (uint8: no copy)
     columns: RecordColumns  # what the metrics consumers need of them
     records: list[RequestRecord] | None  # only when a consumer or sink needs the objects
 
@@ -114,8 +122,11 @@ class _ShardWorker:
         self.index = index
         self.clock: Clock = (OffsetClock(MonotonicClock(), offset_ns) if offset_ns
                              else MonotonicClock())
-        self.buffer: list[RequestRecord] = []
-        self.positions: np.ndarray = np.empty(0, dtype=np.int64)
+        # what finished since the last poll, already moved, encoded and packed
+        self.lines: list[str] = []
+        self.packer = ColumnPacker()
+        self.records: list[RequestRecord] = []
+        self.positions: list[int] = []
         self.t0_local = 0
         self.full = False
         self.runner: Runner | None = None
@@ -123,6 +134,8 @@ class _ShardWorker:
         self.dataset: Dataset | None = None
         self.done = False
         self.started = False
+        self.cpu0 = 0.0
+        self.wake = asyncio.Event()  # a batch is ready or the run is over
 
     def hello(self) -> dict[str, Any]:
         node = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
@@ -143,7 +156,7 @@ class _ShardWorker:
                   drain_timeout_ns: int, positions: np.ndarray,
                   full: bool) -> dict[str, Any]:
         assert self.dataset is not None
-        self.positions = positions
+        self.positions = positions.tolist()
         self.t0_local = t0_local
         self.full = full
         runner = Runner(shard, self.dataset, self.system, self.clock,
@@ -151,32 +164,49 @@ class _ShardWorker:
                         drain_timeout_ns=drain_timeout_ns)
         self.runner = runner
         await self.clock.sleep_until(t0_local)
+        self.cpu0 = time.process_time()
         self.started = True  # run() sets runner.t0 before its first await
         try:
             out = await runner.run()
         finally:
             self.done = True
+            self.wake.set()
         return {"t0": out.t0_ns, "issued": out.issued, "interrupted": out.interrupted,
                 "reason": out.interrupt_reason}
 
     def _keep(self, rec: RequestRecord) -> None:
-        self.buffer.append(rec)
+        """A finished record: onto the driver's time base and the schedule's numbering,
+        encoded for the records file and packed for the metrics at once, so the record
+        dies young and the per-record work stays here, on the worker."""
+        assert self.runner is not None  # t0_local: the driver's t0 on this clock
+        _move(rec, self.runner.t0 - self.t0_local, self.positions[rec.seq])
+        lines = self.lines
+        lines.append(encode_record(rec))
+        self.packer.add(rec)
+        if self.full:
+            self.records.append(rec)
+        if len(lines) >= _BATCH:
+            self.wake.set()
 
-    def poll(self) -> tuple[_Batch | None, bool]:
-        """The records finished since the last poll, on the driver's time base and the
-        schedule's numbering, already encoded for the records file and packed for the
-        metrics (the per-record work stays on the workers)."""
+    async def poll(self, wait_s: float) -> tuple[_Batch | None, bool]:
+        """The records finished since the last poll, once there are _BATCH of them, the
+        run is over, or ``wait_s`` passed; and whether the run is over (then the batch
+        holds every record left)."""
+        if len(self.lines) < _BATCH and not self.done:
+            self.wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), wait_s)
         done = self.done
-        batch, self.buffer = self.buffer, []
-        if not batch:
+        if not self.lines:
             return None, done
-        assert self.runner is not None
-        shift = self.runner.t0 - self.t0_local  # t0 is the driver's t0 on this clock
-        pos = self.positions.tolist()
-        for rec in batch:
-            _move(rec, shift, pos[rec.seq])
-        lines = "".join([encode_record(r) for r in batch])
-        return _Batch(lines, pack(batch), batch if self.full else None), done
+        lines = np.frombuffer("".join(self.lines).encode(), np.uint8)
+        self.lines = []
+        records, self.records = (self.records, []) if self.full else (None, self.records)
+        return _Batch(lines, self.packer.take(), records), done
+
+    def cpu_seconds(self) -> float:
+        """CPU time this worker's process used since its start time (all threads)."""
+        return time.process_time() - self.cpu0
 
     def stop(self, reason: str) -> None:
         if self.runner is not None:
@@ -255,6 +285,10 @@ class RayDriver:
         self._sync: list[ClockSync] = []
         self._end_sync: list[ClockSync | None] = []
         self._received: list[int] = []
+        self._worker_cpu: list[float | None] = []
+        self._driver_cpu = 0.0
+        self._merged_ns = 0  # driver time (from t0) when the last records were merged
+        self._span = [-1, -1, 0]
         self._lost: dict[int, str] = {}
         self._stop_reason = ""
         self._stopping = False
@@ -287,12 +321,15 @@ class RayDriver:
                 "end_clock_measured_ns": e.measured_ns if e else None,
                 "drift_ns": (e.measured_ns - s.measured_ns) if (e and s) else None,
                 "records_received": self._received[i] if i < len(self._received) else 0,
+                "cpu_s": _round3(self._worker_cpu[i] if i < len(self._worker_cpu) else None),
                 "lost": self._lost.get(i, ""),
             })
         return {
             "backend": "ray",
             "address": self.address or "local instance",
             "workers": workers,
+            "driver_cpu_s": round(self._driver_cpu, 3),
+            "last_merge_ns": self._merged_ns,
             "sharding": "round-robin: sample i of the schedule to worker i mod W",
             "clock_correction": "each worker started at the driver's t0 translated onto its "
                                 "clock; every worker stamp t moved to t - offset (offset "
@@ -363,49 +400,36 @@ class RayDriver:
         # Consumers and sinks that take a packed batch get one; the rest get records.
         bulk = [f for f in (_bulk(c) for c in consumers) if f is not None]
         each = [c for c in consumers if _bulk(c) is None]
-        bulk_sinks = [s for s in sinks if callable(getattr(s, "write_lines", None))]
+        bulk_sinks = [s for s in sinks if callable(getattr(s, "write_encoded", None))]
         each.extend(s.write for s in sinks if s not in bulk_sinks)
         runs = [a.run.remote(_slice(schedule, positions[k]), t0 + self._sync[k].offset_ns,
                              cap, 0, positions[k], bool(each))
                 for k, a in enumerate(self._actors)]
         self.stats = RunnerStats(scheduled=len(schedule))
-        active = set(range(w))
-        first_send = last_send = -1
-        end = 0
-        while active:
-            await asyncio.sleep(_POLL_S)
-            for k in sorted(active):
+        cpu0 = time.process_time()
+        self._span = [-1, -1, 0]  # first send, last send, last done
+
+        async def follow(k: int) -> None:
+            """Merge worker k's batches until it is done (one poll in flight at a time;
+            the worker answers as soon as it has a batch's worth, is done, or _POLL_S
+            passed, so records keep flowing and the last ones come without waiting)."""
+            actor = self._actors[k]
+            while True:
                 try:
-                    batch, done = await self._actors[k].poll.remote()
+                    batch, done = await actor.poll.remote(_POLL_S)
                 except RayError as e:
                     self._lose(k, e)
-                    active.discard(k)
-                    continue
-                if batch is None:
-                    if done:
-                        active.discard(k)
-                    continue
-                cols = batch.columns
-                issued = cols.col("issued")
-                sent = issued[issued >= 0]
-                if sent.size:
-                    lo = int(sent.min())
-                    first_send = lo if first_send < 0 else min(first_send, lo)
-                    last_send = max(last_send, int(sent.max()))
-                end = max(end, int(cols.col("done").max()))
-                self._count(cols)
-                for s in bulk_sinks:
-                    s.write_lines(batch.lines, len(cols))  # type: ignore[attr-defined]
-                for f in bulk:
-                    f(cols)
-                if each:
-                    assert batch.records is not None
-                    for rec in batch.records:
-                        for c in each:
-                            c(rec)
-                self._received[k] += len(cols)
-            for s in sinks:
-                s.flush()
+                    return
+                if batch is not None:
+                    self._merge(k, batch, bulk_sinks, bulk, each)
+                    self._merged_ns = now() - t0
+                    for s in sinks:
+                        s.flush()
+                if done:
+                    return
+
+        await asyncio.gather(*(follow(k) for k in range(w)))
+        first_send, last_send, end = self._span
         for k, ref in enumerate(runs):
             if k in self._lost:
                 continue
@@ -413,21 +437,49 @@ class RayDriver:
                 await ref
             except RayError as e:
                 self._lose(k, e)
+        self._driver_cpu = time.process_time() - cpu0
         self._end_sync = []
+        self._worker_cpu = []
         for k, a in enumerate(self._actors):
             if k in self._lost:
                 self._end_sync.append(None)
+                self._worker_cpu.append(None)
                 continue
             try:
+                self._worker_cpu.append(await a.cpu_seconds.remote())
                 self._end_sync.append(await self._measure(a, self._sync[k].shared))
             except RayError:
                 self._end_sync.append(None)
+                self._worker_cpu.append(None)
         return RunOutcome(
             t0_ns=t0, end_ns=end, scheduled=len(schedule), issued=self.stats.issued,
             interrupted=self._stopping, interrupt_reason=self._stop_reason,
             ran_out_of_queries=False,
             issue_span_ns=max(0, last_send - first_send) if first_send >= 0 else 0,
             closed_gaps_ns=np.empty(0, dtype=np.int64))
+
+    def _merge(self, k: int, batch: _Batch, bulk_sinks: list[RecordSink],
+               bulk: list[Any], each: list[RecordConsumer]) -> None:
+        cols = batch.columns
+        span = self._span
+        issued = cols.col("issued")
+        sent = issued[issued >= 0]
+        if sent.size:
+            lo = int(sent.min())
+            span[0] = lo if span[0] < 0 else min(span[0], lo)
+            span[1] = max(span[1], int(sent.max()))
+        span[2] = max(span[2], int(cols.col("done").max()))
+        self._count(cols)
+        for s in bulk_sinks:
+            s.write_encoded(batch.lines.data, len(cols))  # type: ignore[attr-defined]
+        for f in bulk:
+            f(cols)
+        if each:
+            assert batch.records is not None
+            for rec in batch.records:
+                for c in each:
+                    c(rec)
+        self._received[k] += len(cols)
 
     async def _measure(self, actor: Any, same: bool) -> ClockSync:
         now = MonotonicClock().now_ns
@@ -475,6 +527,10 @@ class RayDriver:
         if self._started_ray and ray.is_initialized():
             ray.shutdown()
             self._started_ray = False
+
+
+def _round3(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)
 
 
 def _cause(e: BaseException) -> str:

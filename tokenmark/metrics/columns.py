@@ -18,7 +18,7 @@ import numpy as np
 
 from tokenmark.records import ErrorClass, Phase, RequestRecord
 
-__all__ = ["COLUMNS", "ERRORS", "RecordColumns", "add_itl", "pack"]
+__all__ = ["COLUMNS", "ERRORS", "ColumnPacker", "RecordColumns", "add_itl", "pack"]
 
 #: The int64 columns, one row of :attr:`RecordColumns.data` each.
 COLUMNS = ("seq", "query_id", "scheduled", "issued", "first", "done", "output_tokens",
@@ -65,26 +65,49 @@ def add_itl(out: array[int], times: list[int], tokens: list[int]) -> None:
             out.append(gap - base * (k - 1))
 
 
+class ColumnPacker:
+    """Packs records one by one as they finish; :meth:`take` hands over the batch so far."""
+
+    __slots__ = ("_add", "_endpoints", "_flat", "_itl")
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._endpoints: dict[str, int] = {}
+        self._itl: array[int] = array("q")
+        self._flat: array[int] = array("q")
+        self._add = self._flat.extend
+
+    def __len__(self) -> int:
+        return len(self._flat) // len(COLUMNS)
+
+    def add(self, r: RequestRecord) -> None:
+        ok = r.error is None and r.done_ns >= 0
+        measured = r.phase is Phase.MEASURE
+        ep = self._endpoints.get(r.endpoint)
+        if ep is None:
+            ep = self._endpoints[r.endpoint] = len(self._endpoints)
+        self._add((r.seq, r.query_id, r.scheduled_ns, r.issued_ns, r.first_token_ns,
+                   r.done_ns, r.output_tokens, r.input_tokens, ok, measured,
+                   r.first_answer_ns, r.reasoning_tokens, r.alt_output_tokens,
+                   -1 if r.error is None else _ERR_IX[r.error], ep))
+        if ok and measured and len(r.chunk_ns) > 1:
+            add_itl(self._itl, r.chunk_ns, r.chunk_tokens)
+
+    def take(self) -> RecordColumns:
+        """The columns of the records added since the last take (in their order)."""
+        data = np.frombuffer(self._flat, dtype=np.int64).reshape(-1, len(COLUMNS)).T.copy()
+        cols = RecordColumns(data, np.frombuffer(self._itl, dtype=np.int64).copy(),
+                             tuple(self._endpoints))
+        self._reset()
+        return cols
+
+
 def pack(records: Sequence[RequestRecord]) -> RecordColumns:
     """The columns of ``records`` (in their order)."""
-    endpoints: dict[str, int] = {}
-    itl: array[int] = array("q")
-    measure = Phase.MEASURE
-    err_ix = _ERR_IX
-    flat: array[int] = array("q")
-    add = flat.extend
+    packer = ColumnPacker()
+    add = packer.add
     for r in records:
-        ok = r.error is None and r.done_ns >= 0
-        measured = r.phase is measure
-        ep = endpoints.get(r.endpoint)
-        if ep is None:
-            ep = endpoints[r.endpoint] = len(endpoints)
-        add((r.seq, r.query_id, r.scheduled_ns, r.issued_ns, r.first_token_ns,
-             r.done_ns, r.output_tokens, r.input_tokens, ok, measured,
-             r.first_answer_ns, r.reasoning_tokens, r.alt_output_tokens,
-             -1 if r.error is None else err_ix[r.error], ep))
-        if ok and measured and len(r.chunk_ns) > 1:
-            add_itl(itl, r.chunk_ns, r.chunk_tokens)
-    data = np.frombuffer(flat, dtype=np.int64).reshape(-1, len(COLUMNS)).T.copy()
-    return RecordColumns(data, np.frombuffer(itl, dtype=np.int64).copy(),
-                         tuple(endpoints))
+        add(r)
+    return packer.take()

@@ -42,7 +42,9 @@ _dumps = json.dumps
 class JsonlRecordSink:
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._f: IO[str] = open(path, "w", encoding="utf-8", buffering=1 << 20)  # noqa: SIM115
+        # binary: lines are ASCII (json escapes the rest), and batches encoded elsewhere
+        # (a remote worker's) go to the file without a copy
+        self._f: IO[bytes] = open(path, "wb", buffering=1 << 20)  # noqa: SIM115
         self._lines: list[str] = []
         self.count = 0
 
@@ -50,14 +52,17 @@ class JsonlRecordSink:
         self._lines.append(encode_record(r))
         self.count += 1
 
-    def write_lines(self, text: str, count: int) -> None:
-        """Append ``count`` records already encoded by :func:`encode_record` (joined)."""
-        self._lines.append(text)
+    def write_encoded(self, data: bytes | memoryview, count: int) -> None:
+        """Append ``count`` records' lines already encoded (UTF-8) and joined."""
+        if self._lines:
+            self._f.write("".join(self._lines).encode())
+            self._lines.clear()
+        self._f.write(data)
         self.count += count
 
     def flush(self) -> None:
         if self._lines:
-            self._f.write("".join(self._lines))
+            self._f.write("".join(self._lines).encode())
             self._lines.clear()
         self._f.flush()
 
