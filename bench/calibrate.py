@@ -13,7 +13,7 @@ and writes:
 - OUT/efficiency.csv: the fitted parameters (copy it to tokenmark/data/ with --install).
 
     .venv/bin/python bench/calibrate.py [--csv PATH] [--out DIR] [--offline-only]
-        [--workers N] [--install]
+        [--workers N] [--no-per-scenario] [--cache DIR] [--install]
 """
 
 from __future__ import annotations
@@ -48,13 +48,20 @@ def main() -> None:
     ap.add_argument("--strict-rounds", action="store_true",
                     help="cross-round folds leave out the whole round, not only the "
                          "row's accelerator in it (no software gain can be learnt)")
+    ap.add_argument("--per-scenario", action=argparse.BooleanOptionalAction, default=True,
+                    help="Server and Interactive get their own (mbu, serial) pair where "
+                         "each has rows from enough systems")
+    ap.add_argument("--cache", type=Path, default=None,
+                    help="keep simulated searches in this folder and reuse them (valid "
+                         "only while the simulator's code is unchanged)")
     ap.add_argument("--install", action="store_true",
                     help="copy the fitted efficiency.csv into tokenmark/data/")
     args = ap.parse_args()
     t = time.perf_counter()
     rep = calibrate(args.csv, args.out, server=not args.offline_only, workers=args.workers,
                     cross_round="round" if args.strict_rounds else "accelerator",
-                    server_requests=args.requests,
+                    server_requests=args.requests, per_scenario=args.per_scenario,
+                    cache_dir=args.cache,
                     progress=lambda m: print(f"[{time.perf_counter() - t:6.1f} s] {m}"))
     print(f"\n{'benchmark':<18}{'scenario':<13}{'rows':>5}  {'in-sample':>9}  "
           f"{'out-of-sample':>13}  {'published/roofline':>18}")

@@ -169,6 +169,38 @@ def test_published_llama2_rows_are_predicted_within_ten_percent(tmp_path: Path):
     assert float(np.median([r.ape_out for r in off])) < 0.10
     srv = [r for r in rep.rows if r.eligible and r.row.scenario == "Server"]
     assert srv and all(not math.isnan(r.predicted_out) and r.predicted_out > 0 for r in srv)
+    # a system's Server prediction never exceeds its own Offline prediction
+    offline = {(r.row.system_key, r.row.benchmark): r for r in off}
+    pairs = [(r, offline[(r.row.system_key, r.row.benchmark)]) for r in srv
+             if (r.row.system_key, r.row.benchmark) in offline]
+    assert len(pairs) >= 5
+    for r, o in pairs:
+        assert r.predicted_in <= o.predicted_in * (1 + 1e-9)
+        assert r.predicted_out <= o.predicted_out * (1 + 1e-9)
     files = rep.write(tmp_path / "out")
     assert [p.name for p in files] == ["calibration_rows.csv", "efficiency.csv",
                                        "calibration_summary.json"]
+
+
+def test_each_scenario_takes_its_own_calibrated_row(monkeypatch):
+    from tokenmark.perfmodel import find_accelerator
+    from tokenmark.sim import params
+
+    def row(fam: str, rnd: str, sc: str, mbu: float, st: str = "trtllm") -> params.EfficiencyRow:
+        return params.EfficiencyRow(fam, st, rnd, Efficiency(mbu=mbu, source=f"{rnd} {sc}"),
+                                    3, 0.05, sc)
+
+    rows = (row("Hopper", "v4.1", "Offline", 0.5), row("Hopper", "v4.1", "Server", 0.45),
+            row("Hopper", "v4.1", "Interactive", 0.4), row("Hopper", "v5.1", "Offline", 0.6),
+            row("Hopper", "v5.1", "Server", 0.65), row("Hopper", "v5.1", "Interactive", 0.8),
+            row("Hopper", "*", "*", 0.7, st="*"))
+    monkeypatch.setattr(params, "efficiency_rows", lambda: rows)
+    h100 = find_accelerator("H100")
+    assert params.efficiency_for(h100).mbu == 0.65  # newest round, Server's (online load)
+    assert params.efficiency_for(h100, scenario="Server").mbu == 0.65
+    assert params.efficiency_for(h100, scenario="poisson").mbu == 0.65
+    assert params.efficiency_for(h100, scenario="Offline").mbu == 0.6
+    assert params.efficiency_for(h100, scenario="Interactive").mbu == 0.8
+    assert params.efficiency_for(h100, round_="v4.1", scenario="Interactive").mbu == 0.4
+    # a stack without its own rows falls back to the architecture's row for any scenario
+    assert params.efficiency_for(h100, stack="vllm", scenario="Offline").mbu == 0.7

@@ -86,7 +86,8 @@ def simulate_cmd(
                            scale_up=scale_up, scale_out_gb_s=scale_out_gbps,
                            precision=precision, tp=tp, pp=pp, ep=ep, max_num_seqs=max_num_seqs,
                            max_batched_tokens=max_batched_tokens,
-                           prefill_replicas=prefill_replicas, stack=stack, efficiency=eff)
+                           prefill_replicas=prefill_replicas, stack=stack, efficiency=eff,
+                           scenario=sc.value)
         if scaling_sizes:
             sizes = [int(x) for x in scaling_sizes.split(",") if x.strip()]
             pts = scaling(layered, spec, sizes, dataset=simulation_dataset(layered))

@@ -57,7 +57,9 @@ class RowResult:
 @dataclass
 class CalibrationReport:
     rows: list[RowResult]
-    params: dict[Group, tuple[Efficiency, float, int]]  # full fit: eff, median APE, systems
+    #: full fit per (group..., scenario): eff, median APE, systems; scenario "*" is the
+    #: group's pooled row, "Server"/"Interactive" a latency scenario's own where it differs
+    params: dict[tuple[str, str, str, str], tuple[Efficiency, float, int]]
     notes: list[str] = field(default_factory=list)
 
     def medians(self) -> list[dict[str, Any]]:
@@ -116,11 +118,12 @@ class CalibrationReport:
         eff_path = out_dir / "efficiency.csv"
         with open(eff_path, "w", encoding="utf-8", newline="") as f:
             w = csv.writer(f, lineterminator="\n")
-            w.writerow(["family", "stack", "round", "mfu", "mbu", "step_overhead_us",
+            w.writerow(["family", "stack", "round", "scenario", "mfu", "mbu",
+                        "step_overhead_us",
                         "seq_overhead_us", "size_exponent", "serial_fraction", "rows",
                         "median_ape", "notes"])
-            for (fam, st, rnd), (eff, ape, n) in sorted(self.params.items()):
-                w.writerow([fam, st, rnd, f"{eff.mfu:.4f}", f"{eff.mbu:.4f}",
+            for (fam, st, rnd, sc), (eff, ape, n) in sorted(self.params.items()):
+                w.writerow([fam, st, rnd, sc, f"{eff.mfu:.4f}", f"{eff.mbu:.4f}",
                             f"{eff.step_overhead_ns / 1000:.1f}",
                             f"{eff.seq_overhead_ns / 1000:.2f}", f"{eff.size_exponent:.2f}",
                             f"{eff.serial_fraction:.2f}", n, f"{ape:.4f}",

@@ -5,7 +5,10 @@
 least two systems, with ``mfu``, ``mbu``, the fixed step and per-sequence overheads,
 the global size exponent, the serial fraction (how much of the shorter of a step's
 compute and memory time is not overlapped), the systems fitted and the fit's median
-error. Groups are (architecture, stack, round) - the round standing for the software
+error, once per scenario: ``Offline`` (stage 1, fitted on Offline results), ``Server``
+and ``Interactive`` (each with the bandwidth efficiency and serial fraction chosen on
+its own rows where it has enough, stage 1 refitted around them). Groups are
+(architecture, stack, round) - the round standing for the software
 release, which the results CSV does not name - then (architecture, stack), the
 architecture, the vendor, and everything (``*``). A deployment takes the most
 specific row for its accelerator and stack (the newest round unless one is asked
@@ -41,6 +44,7 @@ class EfficiencyRow:
     efficiency: Efficiency
     rows: int  # systems whose published results the parameters were fitted on
     median_ape: float  # median absolute percentage error of that fit (in sample)
+    scenario: str = "*"  # Offline, Server or Interactive ("*": every scenario)
 
 
 def parse_stack(text: str) -> str:
@@ -61,6 +65,7 @@ def efficiency_rows() -> tuple[EfficiencyRow, ...]:
     out = []
     for r in read_data_csv("efficiency.csv"):
         rnd = r.get("round") or "*"
+        sc = r.get("scenario") or "*"
         eff = Efficiency(
             mfu=float(r["mfu"]),
             mbu=float(r["mbu"]),
@@ -68,29 +73,34 @@ def efficiency_rows() -> tuple[EfficiencyRow, ...]:
             seq_overhead_ns=int(float(r["seq_overhead_us"]) * 1000),
             size_exponent=float(r.get("size_exponent") or 0.0),
             serial_fraction=float(r.get("serial_fraction") or 0.0),
-            source=(f"calibrated: {r['family']}/{r['stack']}/{rnd} ({r['rows']} systems' "
+            source=(f"calibrated: {r['family']}/{r['stack']}/{rnd}"
+                    f"{'' if sc == '*' else ' ' + sc} ({r['rows']} systems' "
                     "published results)"),
         )
         out.append(EfficiencyRow(r["family"], r["stack"], rnd, eff, int(r["rows"]),
-                                 float(r["median_ape"])))
+                                 float(r["median_ape"]), sc))
     return tuple(out)
 
 
 def efficiency_for(acc: Accelerator, stack: str | None = None,
-                   round_: str | None = None) -> Efficiency:
+                   round_: str | None = None, scenario: str | None = None) -> Efficiency:
     """The calibrated parameters for ``acc`` under ``stack`` (the vendor's reference
-    stack when None) and software round (the newest fitted when None), falling back
-    (architecture, stack) -> architecture -> vendor -> global."""
+    stack when None) and software round (the newest fitted when None), for a scenario:
+    ``Offline`` takes the rows fitted on Offline results, ``Interactive`` its own, and
+    everything else (Server, the open-loop patterns, the emulated server: ``None``) the
+    Server rows. Falls back (architecture, stack) -> architecture -> vendor -> global;
+    a file without a scenario column (``*``) serves every scenario."""
     st = stack or default_stack(acc)
-    rows = efficiency_rows()
+    want = scenario if scenario in ("Offline", "Interactive") else "Server"
+    rows = tuple(r for r in efficiency_rows() if r.scenario in (want, "*"))
     own = sorted((r for r in rows if r.family == acc.architecture and r.stack == st
                   and r.round != "*" and (round_ is None or r.round == round_)),
-                 key=lambda r: r.round)
+                 key=lambda r: (r.round, r.scenario == want))
     if own:
         return own[-1].efficiency
     for fam, stk in ((acc.architecture, st), (acc.architecture, "*"), (acc.vendor, "*"),
                      ("*", "*")):
-        for row in rows:
-            if row.family == fam and row.stack == stk and row.round == "*":
-                return row.efficiency
+        found = [r for r in rows if r.family == fam and r.stack == stk and r.round == "*"]
+        if found:
+            return max(found, key=lambda r: r.scenario == want).efficiency
     return replace(Efficiency(), source="default (no calibrated row)")

@@ -65,6 +65,7 @@ class ClusterSpec:
     beams: int | None = None  # None: the benchmark's (workloads.csv), else 1
     stack: str | None = None
     software_round: str | None = None  # calibrated parameters of that round (None: newest)
+    scenario: str | None = None  # Server/Interactive take their own calibrated row if any
     efficiency: Efficiency | None = None  # explicit override of the calibrated row
 
     @property
@@ -136,7 +137,8 @@ def plan_deployment(spec: ClusterSpec, mean_input: float, mean_output: float) ->
     notes: list[str] = []
     topo = _topology(spec, acc)
     precision = _precision(spec, acc, notes)
-    eff = spec.efficiency or efficiency_for(acc, spec.stack, spec.software_round)
+    eff = spec.efficiency or efficiency_for(acc, spec.stack, spec.software_round,
+                                            spec.scenario)
     notes.append(f"efficiency: {eff.source}")
     beams = spec.beams or _beams(spec.model)
     if beams > 1:

@@ -10,7 +10,9 @@ scale-up domain pays scale-out bandwidth for its collectives):
 - **Offline**: a simulated Offline run of one replica with ``requests_per_replica``
   requests, long enough for a steady batch (tokens over the run's time);
 - **Server / Interactive**: the highest Poisson rate within the preset's p99 limits
-  (:func:`~tokenmark.sim.search.max_server_rate`) times the tokens per request.
+  (:func:`~tokenmark.sim.search.max_server_rate`) times the tokens per request, never
+  above the same deployment's Offline throughput (in the published results a system's
+  Server result is at most its Offline result for 96% of systems with both).
 
 Data-parallel replicas share nothing but the router, so the cluster's throughput is
 the replica's times the replica count; whole clusters are simulated by ``tokenmark
@@ -104,6 +106,10 @@ def scaling_sweep(
             best = max_server_rate(d, inp, out, layered.settings.limits)
             tps = best.qps / d.replicas * best.tokens_per_request if best.passed else 0.0
             binding = "latency limits" if best.passed else "fails the limits at any rate"
+            # never above what the same replica does Offline (as calibration bounds it)
+            offline, comm, _ = replica_offline(d, inp, out, requests_per_replica)
+            if tps > offline:
+                tps, binding = offline, "Offline throughput (saturated)"
             comm = 0.0
         rows.append((n, per_node, d, tps * d.replicas, binding, comm))
     base_n, _, _, base_t, _, _ = rows[0]
