@@ -24,11 +24,13 @@ from tokenmark.adapters.openai_http import OpenAIHttpSUT
 from tokenmark.adapters.openai_target import OpenAIConfig, check_target
 from tokenmark.adapters.workers import WorkerPoolSUT
 from tokenmark.clock import MonotonicClock
+from tokenmark.config.layering import LayeredSettings, build_settings
 from tokenmark.errors import ConfigError, TargetError
 from tokenmark.metrics.endpoints import EndpointBreakdown
 from tokenmark.metrics.summary import Summary
 from tokenmark.records import ErrorClass, Sample, TokenSource
 from tokenmark.servers.process import ServerProcess
+from tokenmark.settings import Scenario
 
 
 @pytest.fixture(scope="module")
@@ -261,10 +263,37 @@ def test_replicas_round_robin_least_in_flight_and_per_endpoint_counts(tmp_path):
 
 
 def test_keep_alive_pool_is_sized_to_the_concurrency(tmp_path, fast):
-    run = Run(tmp_path / "a", closed(60, 6), OpenAIConfig(urls=(fast.url,)))
-    assert run.sut.stats[0].connections == 6 and run.result.summary.completed == 60
+    run = Run(tmp_path / "a", closed(60, 6),
+              OpenAIConfig(urls=(fast.url,), spare_connections=0))
+    st = run.sut.stats[0]
+    assert st.connections == 6 and st.connect_waits == 6 and run.result.summary.completed == 60
+    # spares: at most four idle beyond the concurrency, and opened ahead of the requests
+    spared = Run(tmp_path / "s", closed(60, 6), OpenAIConfig(urls=(fast.url,)))
+    st = spared.sut.stats[0]
+    assert 6 <= st.connections <= 10 and st.connect_waits <= 2
     capped = Run(tmp_path / "b", closed(30, 6), OpenAIConfig(urls=(fast.url,), pool_size=2))
     assert capped.sut.stats[0].connections == 2 and capped.result.summary.completed == 30
+
+
+def test_an_open_loop_does_not_wait_for_handshakes_with_spare_connections(tmp_path):
+    # Poisson arrivals at 100/s against 200 ms answers: the concurrency climbs to ~20 one
+    # request at a time. Without spares each new peak waits for a TCP handshake on the send
+    # path; with them the connection was opened in the background beforehand.
+    def open_loop() -> LayeredSettings:
+        return build_settings("v6.0", "llama3.1-8b", Scenario.POISSON, overrides={
+            "target_qps": 100.0, "min_query_count": 120, "max_query_count": 120,
+            "min_duration_ms": 0})
+
+    with server(tmp_path, "--ttft-ms", "40", "--itl-ms", "10") as srv:
+        bare = Run(tmp_path / "bare", open_loop(),
+                   OpenAIConfig(urls=(srv.url,), spare_connections=0))
+        spare = Run(tmp_path / "spare", open_loop(), OpenAIConfig(urls=(srv.url,)))
+    b, s = bare.sut.stats[0], spare.sut.stats[0]
+    assert b.max_in_flight >= 10 and b.connect_waits == b.connections >= 10
+    assert s.max_in_flight >= 10 and s.connect_waits <= 2, s.line()
+    assert s.connections <= s.max_in_flight + 4 + s.connect_waits
+    assert "opened while a request waited" in s.line()
+    assert spare.result.summary.completed == bare.result.summary.completed == 120
 
 
 def test_headers_request_ids_sampling_and_extra_body_reach_the_server(tmp_path):

@@ -82,13 +82,16 @@ class EndpointStats:
     cached_prompt_tokens: int = 0
     max_in_flight: int = 0
     connections: int = 0
+    #: Requests that waited for a new connection before they could be sent (their send
+    #: lag includes a handshake); spare connections keep this near zero.
+    connect_waits: int = 0
 
     def line(self) -> str:
         errs = ", ".join(f"{k}: {v}" for k, v in sorted(self.errors.items())) or "none"
         return (f"{self.requests} requests, {self.ok} ok, errors: {errs}; "
                 f"{self.output_tokens} output tokens, {self.cached_prompt_tokens} cached "
-                f"prompt tokens; {self.connections} connections, max {self.max_in_flight} "
-                "in flight")
+                f"prompt tokens; {self.connections} connections ({self.connect_waits} "
+                f"opened while a request waited), max {self.max_in_flight} in flight")
 
 
 class OpenAIHttpSUT:
@@ -163,15 +166,18 @@ class OpenAIHttpSUT:
             if info.model != self.config.model:
                 self.config = replace(self.config, model=info.model)
                 self._render()
-        await self.preconnect(self.config.preconnect)
+        await self.preconnect(max(self.config.preconnect, self.config.spare_connections))
 
     async def preconnect(self, n: int) -> None:
         """Open ``n`` idle connections per endpoint now (failures are left to the run)."""
-        if n <= 0:
-            return
         limit = self.config.connect_timeout_s or None
         for i, ep in enumerate(self.endpoints):
-            conns = [ep.reserve() for _ in range(n)]
+            k = n - len(ep.idle)
+            if ep.max_conns > 0:
+                k = min(k, ep.max_conns - ep.open_count)
+            if k <= 0:
+                continue
+            conns = [ep.reserve() for _ in range(k)]
             try:
                 async with asyncio.timeout(limit):
                     done = await asyncio.gather(*(ep.connect(c) for c in conns),
@@ -234,9 +240,34 @@ class OpenAIHttpSUT:
         if conn is not None:
             req.send_on(conn)
         elif ep.can_open():
+            st.connect_waits += 1
             self.spawn(req.connect(ep.reserve()))
         else:
             ep.waiters.append(req.on_slot)
+        spare = self.config.spare_connections
+        if spare:
+            self._top_up(index, spare)
+
+    def _top_up(self, index: int, spare: int) -> None:
+        """Open connections in the background until ``spare`` are idle or on the way."""
+        ep = self.endpoints[index]
+        want = spare - ep.prune() - ep.connecting
+        while want > 0 and ep.can_open() and not ep.closed:
+            ep.connecting += 1
+            self.spawn(self._open_spare(index, ep.reserve()))
+            want -= 1
+
+    async def _open_spare(self, index: int, conn: Connection) -> None:
+        ep = self.endpoints[index]
+        try:
+            async with asyncio.timeout(self.config.connect_timeout_s or None):
+                await ep.connect(conn)
+        except (OSError, TimeoutError):
+            return  # the requests that need a connection meet the fault and report it
+        finally:
+            ep.connecting -= 1
+        self.stats[index].connections += 1
+        ep.release(conn)
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run ``coro`` as a task, keeping a reference so it is not collected early."""
@@ -396,6 +427,7 @@ class _Request:
         if conn is not None:
             self.send_on(conn)
         else:
+            self.sut.stats[self.index].connect_waits += 1
             self.sut.spawn(self.connect(self.ep.reserve()))
 
     # -- the response (Exchange) -------------------------------------------------------------

@@ -72,6 +72,10 @@ class OpenAIConfig:
     #: Connections per endpoint opened before the run (a closed loop or a concurrency cap
     #: knows how many it needs): no first wave of requests waits for TCP/TLS handshakes.
     preconnect: int = 0
+    #: Idle connections per endpoint kept open ahead of demand, opened in the background
+    #: whenever fewer are idle: an open loop whose concurrency grows does not make a send
+    #: wait for a TCP/TLS handshake (that wait is send lag, charged to the client).
+    spare_connections: int = 4
     #: An idle connection older than this is not reused (below common server timeouts).
     keepalive_s: float = 4.0
     routing: str = "round-robin"  # round-robin | least-in-flight
@@ -103,8 +107,10 @@ class OpenAIConfig:
             v = getattr(self, name)
             if not v >= 0:
                 raise ConfigError(f"{name} must be >= 0 seconds (0 = no limit), got {v}")
-        if self.pool_size < 0 or self.max_tokens < 0 or self.preconnect < 0:
-            raise ConfigError("pool size, preconnect and max tokens must be >= 0")
+        if (self.pool_size < 0 or self.max_tokens < 0 or self.preconnect < 0
+                or self.spare_connections < 0):
+            raise ConfigError("pool size, preconnect, spare connections and max tokens "
+                              "must be >= 0")
         if self.pool_size and self.preconnect > self.pool_size:
             raise ConfigError(f"--preconnect {self.preconnect} exceeds --pool-size "
                               f"{self.pool_size}; lower it or raise the pool size")

@@ -6,7 +6,8 @@ request in flight (the pool grows to the concurrency). A slot is reserved when a
 is issued, so a burst cannot open more than ``max_conns`` connections between two
 awaits; requests beyond them wait for a connection to come back. An idle connection the
 server closed is dropped as soon as the event loop sees the close, and one idle longer
-than ``keepalive_s`` is not reused, so the classic race with a server's keep-alive
+than ``keepalive_s`` is not reused (:meth:`Endpoint.prune` closes such ones from the
+cold end), so the classic race with a server's keep-alive
 timeout is rare; requests are never retried, so when it happens it is reported as an
 error, not hidden. TLS uses :mod:`ssl` (certificate checks on unless told otherwise).
 
@@ -81,7 +82,8 @@ class Endpoint:
         self.in_flight = 0
         self.open_count = 0
         self.opened_total = 0
-        self.idle: list[Connection] = []
+        self.idle: list[Connection] = []  # oldest first: ``release`` appends
+        self.connecting = 0  # spare connections being opened in the background
         self.waiters: list[Callable[[Connection | None], None]] = []
         self._now = now
         self._live: set[Connection] = set()
@@ -100,6 +102,20 @@ class Endpoint:
             if c.alive:
                 c.abort()  # too old to trust: the server may close it any moment
         return None
+
+    def prune(self) -> int:
+        """Close idle connections too old to reuse; return how many fresh ones are idle."""
+        idle = self.idle
+        cutoff = time.monotonic() - self.keepalive_s
+        stale = 0
+        while stale < len(idle) and idle[stale].idle_since < cutoff:
+            stale += 1
+        if stale:
+            for c in idle[:stale]:
+                if c.alive:
+                    c.abort()
+            del idle[:stale]
+        return len(idle)
 
     def can_open(self) -> bool:
         return self.max_conns <= 0 or self.open_count < self.max_conns

@@ -145,7 +145,8 @@ class _Child(asyncio.Protocol):
                               "output_tokens": st.output_tokens,
                               "cached_prompt_tokens": st.cached_prompt_tokens,
                               "max_in_flight": st.max_in_flight,
-                              "connections": st.connections})
+                              "connections": st.connections,
+                              "connect_waits": st.connect_waits})
         final = {"endpoints": stats, "cpu_s": _cpu_s() - self.cpu0}
         self.send(ipc.frame(b"Z", json.dumps(final).encode()))
         if self.transport is not None:

@@ -329,3 +329,4 @@ class WorkerPoolSUT:
             st.output_tokens += row["output_tokens"]
             st.cached_prompt_tokens += row["cached_prompt_tokens"]
             st.connections += row["connections"]
+            st.connect_waits += row.get("connect_waits", 0)

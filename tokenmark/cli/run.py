@@ -223,6 +223,10 @@ def run(
     preconnect: Annotated[int | None, typer.Option(
         help="Connections per endpoint opened before the run (default: the concurrency).",
         rich_help_panel=TG)] = None,
+    spare_connections: Annotated[int, typer.Option(
+        help="Idle connections per endpoint kept open ahead of demand, so a growing "
+        "open loop never waits for a handshake (0: open on demand).", rich_help_panel=TG)
+    ] = 4,
     routing: Annotated[str, typer.Option(
         help="round-robin or least-in-flight across endpoints.", rich_help_panel=TG)
     ] = "round-robin",
@@ -430,6 +434,7 @@ def run(
                 connect_timeout_s=connect_timeout, first_token_timeout_s=first_token_timeout,
                 request_timeout_s=request_timeout, pool_size=pool_size,
                 preconnect=conc if preconnect is None else preconnect,
+                spare_connections=spare_connections,
                 routing=tg.get("routing", routing), max_tokens=max_tokens,
                 ignore_eos=ignore_eos or bool(tg.get("ignore_eos", False)),
                 temperature=temperature if temperature is not None else tg.get("temperature"),

@@ -30,7 +30,8 @@ __all__ = ["bundle", "calibrate", "keys", "manifest_plan", "regression_gate", "r
 #: where results go); every other workload or settings option is fixed by the manifest.
 MANIFEST_COMPATIBLE = frozenset({
     "manifest", "url", "api_key_env", "header", "ca_file", "verify_tls", "connect_timeout",
-    "first_token_timeout", "request_timeout", "pool_size", "preconnect", "routing",
+    "first_token_timeout", "request_timeout", "pool_size", "preconnect", "spare_connections",
+    "routing",
     "model_check", "workers", "output", "db", "no_db", "quiet", "json_out",
     "progress_mode", "sut", "sut_ttft_ms", "sut_tpot_ms", "sut_max_batch",
     "sut_batch_slope", "virtual_time", "dataset", "trace", "tokenizer", "image_dir",
