@@ -92,19 +92,16 @@ class Endpoint:
     def take_idle(self) -> Connection | None:
         """The most recently used live connection, if one is idle and fresh enough."""
         idle = self.idle
-        if not idle:
-            return None
-        cutoff = time.monotonic() - self.keepalive_s
-        while idle:
-            c = idle.pop()
-            if c.alive and c.idle_since >= cutoff:
-                return c
-            if c.alive:
-                c.abort()  # too old to trust: the server may close it any moment
+        if idle and self.prune():
+            while idle:
+                c = idle.pop()
+                if c.alive:
+                    return c
         return None
 
     def prune(self) -> int:
-        """Close idle connections too old to reuse; return how many fresh ones are idle."""
+        """Close idle connections too old to reuse (too old to trust: the server may close
+        them any moment); return how many fresh ones are idle."""
         idle = self.idle
         cutoff = time.monotonic() - self.keepalive_s
         stale = 0

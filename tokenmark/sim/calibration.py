@@ -586,16 +586,16 @@ def calibrate_published(
     params: dict[tuple[str, str, str, str], tuple[Efficiency, float, int]] = {}
     levels = {lv for _, p in prepared for lv in _levels(p)}
     for lv in sorted(levels):
-        got = fitter.fit("all", full[1], lv, alpha_all)
-        if got is not None:
-            params[(*lv, "Offline")] = got
+        base = fitter.fit("all", full[1], lv, alpha_all)
+        if base is not None:
+            params[(*lv, "Offline")] = base
         for sc in ("Server", "Interactive"):
             chosen: tuple[float, float] | None = None
             if stage2 is not None:
                 chosen = ((stage2.choice("all", lv, full[1], sc) if per_scenario else None)
                           or stage2.choice("all", lv, full[1]))
             got = (fitter.fit("all", full[1], lv, alpha_all, *chosen) if chosen is not None
-                   else fitter.fit("all", full[1], lv, alpha_all))
+                   else base)
             if got is not None:
                 params[(*lv, sc)] = got
     notes = [f"eligible rows: {len(prepared)}; Offline traces: {len(traces)}",

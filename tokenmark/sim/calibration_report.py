@@ -57,8 +57,8 @@ class RowResult:
 @dataclass
 class CalibrationReport:
     rows: list[RowResult]
-    #: full fit per (group..., scenario): eff, median APE, systems; scenario "*" is the
-    #: group's pooled row, "Server"/"Interactive" a latency scenario's own where it differs
+    #: full fit per (group..., scenario): eff, median APE, systems; "Offline" is stage
+    #: 1's fit, "Server"/"Interactive" stage 1 refitted around that scenario's pair
     params: dict[tuple[str, str, str, str], tuple[Efficiency, float, int]]
     notes: list[str] = field(default_factory=list)
 

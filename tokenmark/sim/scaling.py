@@ -106,8 +106,8 @@ def scaling_sweep(
             best = max_server_rate(d, inp, out, layered.settings.limits)
             tps = best.qps / d.replicas * best.tokens_per_request if best.passed else 0.0
             binding = "latency limits" if best.passed else "fails the limits at any rate"
-            # never above what the same replica does Offline (as calibration bounds it)
-            offline, comm, _ = replica_offline(d, inp, out, requests_per_replica)
+            # never above what the same replica does Offline
+            offline, _, _ = replica_offline(d, inp, out, requests_per_replica)
             if tps > offline:
                 tps, binding = offline, "Offline throughput (saturated)"
             comm = 0.0
