@@ -38,6 +38,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Final, Protocol
 
 __all__ = [
@@ -230,17 +231,14 @@ def _part(text: str, applied: list[Alias]) -> Part:
     return Part(name, _vendor(name), count)
 
 
+@lru_cache(maxsize=4096)
 def accelerator(published: str) -> Hardware:
     """The hardware of an accelerator model name as published (module docstring)."""
     raw = published or ""
     cleaned = _clean(raw)
     if cleaned.lower() in _NO_ACCELERATOR:
         return Hardware(raw, "", "", "", ())
-    applied: list[Alias] = []
-    tag = _TAG.match(_MARKS.sub(" ", raw))
-    if tag:
-        applied.append(Alias(raw.strip(), _clean(raw), "a board maker's tag in brackets "
-                             "is not part of the accelerator's name"))
+    applied = _rule_aliases(raw)
     parts = [_part(p, applied) for p in _JOIN.split(raw) if p.strip()]
     merged: dict[str, Part] = {}
     for p in parts:  # the same model listed twice is one part
@@ -259,14 +257,27 @@ def accelerator(published: str) -> Hardware:
                     tuple(dict.fromkeys(applied)))
 
 
+def _rule_aliases(raw: str) -> list[Alias]:
+    """The spelling rules that changed ``raw``, as aliases (to be shown)."""
+    out = []
+    if _MARKS.search(raw):
+        out.append(Alias(raw.strip(), _clean(raw), "trademark marks such as (R) and (TM) "
+                         "are not part of the name"))
+    elif _TAG.match(raw):
+        out.append(Alias(raw.strip(), _clean(raw), "a board maker's tag in brackets is not "
+                         "part of the accelerator's name"))
+    return out
+
+
+@lru_cache(maxsize=4096)
 def processor(published: str) -> Hardware:
-    """The hardware of a host processor name (``INTEL(R) XEON(R) 6980P`` ->
-    ``Intel Xeon 6980P``), for CPU-only results."""
+    """The hardware of a host processor name (``INTEL(R) XEON(R) 6980P`` and
+    ``Intel(R) Xeon(R) 6980P`` are one), for CPU-only results."""
     name = _clean(published)
     if name.lower() in _NO_ACCELERATOR:
         return Hardware(published or "", "", "", "", (), cpu=True)
     return Hardware(published, name, name_key(name), _vendor(name),
-                    (Part(name, _vendor(name)),), cpu=True)
+                    (Part(name, _vendor(name)),), tuple(_rule_aliases(published)), cpu=True)
 
 
 def hardware_of(row: _RowLike) -> tuple[Hardware, int | None]:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import random
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 
+from tokenmark.datadir import DB_ENV, default_db_path, resolve_db_url
 from tokenmark.errors import StoreError
 
 if TYPE_CHECKING:
@@ -54,7 +54,6 @@ __all__ = [
     "upgrade",
 ]
 
-DB_ENV = "TOKENMARK_DB"
 #: The newest migration's revision (``migrations/versions``); a test checks it is
 #: Alembic's head.
 HEAD_REVISION = "0003"
@@ -64,27 +63,12 @@ _T = TypeVar("_T")
 
 def default_path() -> Path:
     """``results.db`` in the user's data directory (see the module docstring)."""
-    home = Path.home()
-    if sys.platform == "darwin":
-        base = home / "Library" / "Application Support"
-    elif os.name == "nt":
-        base = Path(os.environ.get("LOCALAPPDATA") or home / "AppData" / "Local")
-    else:
-        base = Path(os.environ.get("XDG_DATA_HOME") or home / ".local" / "share")
-    return base / "tokenmark" / "results.db"
+    return default_db_path()
 
 
 def resolve_url(db: str | os.PathLike[str] | None = None) -> str:
     """The SQLAlchemy URL of ``db``, ``$TOKENMARK_DB`` or the default file."""
-    value = os.fspath(db) if db is not None else os.environ.get(DB_ENV) or ""
-    if not value:
-        value = str(default_path())
-    if "://" not in value:
-        return "sqlite:///" + str(Path(value).expanduser().resolve())
-    for prefix in ("postgresql://", "postgres://"):
-        if value.startswith(prefix):
-            return "postgresql+psycopg://" + value[len(prefix):]
-    return value
+    return resolve_db_url(db)
 
 
 def _sqlite_setup(engine: sa.Engine) -> None:
