@@ -20,8 +20,11 @@ submission checker. Three shapes are read, by content (not by file name):
   value holding a comma (``framework``, ``notes``, ``weight_data_types``
   ``fp16,bf16,fp8``, ``SystemType`` ``datacenter,edge``) spreads over several fields:
   :func:`split_checker_line` puts them back by anchoring on the columns whose values
-  have a fixed form, and refuses a line it cannot split one way only. A power result is
-  a second line of the same ``Location`` in ``Watts`` or ``millijoules``.
+  have a fixed form, and refuses a line it cannot split one way only (a properly quoted
+  CSV is read as such: a line whose csv fields match the header is taken as it is, so a
+  checker value that starts with a double quote is read as quoting). A missing value,
+  which the checker writes as ``None``, is empty. A power result is a second line of the
+  same ``Location`` in ``Watts`` or ``millijoules``.
 
 One row per entry. Its identity (division, submitter, system, benchmark folder,
 scenario) comes from ``Location`` (``closed/AMD/results/<system>/<benchmark>/<scenario>``),
@@ -98,7 +101,11 @@ _FIXED: Final = {
     "Accuracy": r"[^,]*",
     "number_of_nodes": _INT,
     "host_processors_per_node": _INT,
-    "host_processor_core_count": _NUM + r"|N/A|n/a|NA|-|",
+    # published: "64", "32.0", "N/A", "128 total cores, 256 threads",
+    # "64(AMD EPYC 9534) and 192(AMD EPYC 9965)": each comma-separated piece a number
+    "host_processor_core_count": r"(?:N/A|n/a|NA|-|\s*\d[^,]*)?(?:,\s*\d[^,]*)*",
+    # a name starts with a letter (or a [BOARD MAKER] tag); None when there is none
+    "accelerator_model_name": r"None|\s*[A-Za-z\[].*|",
     "accelerators_per_node": _INT,
     "total_accelerators": _INT,
     "Location": r"(?:\./)?(?:" + _DIVISION + r")/[^,]+/results/[^,]+",
@@ -114,7 +121,9 @@ _FIXED: Final = {
     "design_power_watts": r"[^,]*",
     "PrivateID": r"[^,]*",
 }
-_FIXED_RE: Final = {k: re.compile(v) for k, v in _FIXED.items()}
+_FIXED_RE: Final = {k: re.compile(v, re.S) for k, v in _FIXED.items()}
+#: Fixed-form columns whose value may itself hold commas (so span several tokens).
+_MULTI: Final = frozenset({"SystemType", "host_processor_core_count", "accelerator_model_name"})
 _LOCATION = re.compile(r"^(?:\./)?(?P<division>[^/]+)/(?P<submitter>[^/]+)/results/"
                        r"(?P<system>[^/]+)/(?P<bench>[^/]+)/(?P<scenario>[^/]+)"
                        r"(?:/performance(?:/run_\d+)?)?/?$")
@@ -438,7 +447,9 @@ def _csv_entries(text: str, out: TableRead) -> Iterator[_Entry]:
         if isinstance(values, str):
             out.errors.append(FileError(f"{out.path}: line {n}", values))
             continue
-        yield _checker_entry(f"line {n}", dict(zip(header, values, strict=True)))
+        # the checker writes str(value): a missing value is the text None
+        yield _checker_entry(f"line {n}", {h: None if v == "None" else v
+                                           for h, v in zip(header, values, strict=True)})
 
 
 def _fits(column: str, value: str) -> bool:
@@ -450,9 +461,10 @@ def split_checker_line(tokens: Sequence[str], header: Sequence[str]) -> list[str
     """The values of a checker ``summary.csv`` line whose unquoted values held commas.
 
     ``tokens`` is the line split at every comma; ``header`` names the columns. Columns
-    in ``_FIXED`` take one token that must have their form (``SystemType`` may take
-    ``datacenter,edge``); free-text columns take one or more tokens, joined back with
-    commas. Several free columns side by side (``framework``, ``operating_system``,
+    in ``_FIXED`` take one token that must have their form (those in ``_MULTI`` one or
+    more: ``SystemType`` ``datacenter,edge``, a core count ``128 total cores, 256
+    threads``, an accelerator list ``... (x32), ... (x16)``); free-text columns take one
+    or more tokens, joined back with commas. Several free columns side by side (``framework``, ``operating_system``,
     ``notes``) cannot be told apart when they hold more tokens than columns: the first
     takes the extra tokens (their text is kept whole, only its split among them is
     unknowable). Returns the values, or a one-line reason when the line splits no way or
@@ -484,7 +496,7 @@ def split_checker_line(tokens: Sequence[str], header: Sequence[str]) -> list[str
                 values = _spread(tokens[i:i + take], run)
                 walk(i + take, run_end, acc + values)
             return
-        spans = [1, 2] if col == "SystemType" else [1]
+        spans = range(1, left_tokens - left_cols + 2) if col in _MULTI else [1]
         for span in spans:
             value = ",".join(tokens[i:i + span])
             if i + span <= len(tokens) and _fits(col, value):
