@@ -67,6 +67,7 @@ __all__ = [
     "resolve_benchmark",
     "resolve_scenario",
     "scaling",
+    "scaling_scenarios",
     "signers",
     "software_gains",
     "store_run",
@@ -434,27 +435,65 @@ def scaling(
                             availability=availability)
 
 
+def scaling_scenarios(
+    benchmark: str, *, accelerator: str, db: PathLike | None = None,
+    submitter: str | None = None, round: str | None = None,
+    division: str | None = "closed", base: int | None = None,
+    availability: str | None = None, published: bool = True,
+) -> list[analyses.ScalingCurve]:
+    """:func:`scaling` for every scenario of ``benchmark`` whose family has results at
+    two or more counts (``tokenmark scaling BENCHMARK`` with no scenario)."""
+    bench = resolve_benchmark(benchmark)
+    rows = _rows(db, published, benchmark=bench, round=round)
+    curves, why = [], []
+    for scen in sorted({r.scenario for r in rows}):
+        try:
+            c = analyses.scaling([r for r in rows if r.scenario == scen], bench, scen,
+                                 accelerator=accelerator, submitter=submitter, round=round,
+                                 division=division, base=base, availability=availability)
+        except AnalysisError as exc:
+            why.append(f"{scen}: {exc}")
+            continue
+        if len({p.accelerators for p in c.points}) > 1:
+            curves.append(c)
+        else:
+            why.append(f"{scen}: results at one count only ({c.base.accelerators})")
+    if not curves:
+        raise AnalysisError(f"no {bench} scenario has a family at two or more counts: "
+                            + "; ".join(why or ["no results"]))
+    return curves
+
+
 def software_gains(
-    benchmark: str, scenario: str, *, db: PathLike | None = None,
-    accelerator: str | None = None, accelerators: int | None = None,
-    submitter: str | None = None, division: str | None = "closed", published: bool = True,
+    benchmark: str | None = None, scenario: str | None = None, *,
+    db: PathLike | None = None, accelerator: str | None = None,
+    accelerators: int | None = None, submitter: str | None = None,
+    division: str | None = "closed", published: bool = True,
 ) -> list[analyses.GainSeries]:
-    """The same hardware across rounds (``tokenmark software-gains BENCHMARK SCENARIO``);
-    :class:`AnalysisError` when no hardware has results in two rounds."""
-    bench, scen = resolve_benchmark(benchmark), resolve_scenario(scenario)
+    """The same hardware across rounds (``tokenmark software-gains [BENCHMARK [SCENARIO]]``:
+    every benchmark and scenario when not named); :class:`AnalysisError` when no hardware
+    has results in two rounds."""
+    bench = resolve_benchmark(benchmark) if benchmark else None
+    scen = resolve_scenario(scenario) if scenario else None
     rows = _rows(db, published, benchmark=bench, scenario=scen)
-    out = analyses.software_gains(rows, bench, scen, accelerator=accelerator,
-                                  accelerators=accelerators, submitter=submitter,
-                                  division=division)
+    pairs: dict[tuple[str, str], list[ResultRow]] = {}
+    for r in rows:
+        pairs.setdefault((r.benchmark, r.scenario), []).append(r)
+    out: list[analyses.GainSeries] = []
+    for (b, sc) in sorted(pairs):
+        out += analyses.software_gains(pairs[(b, sc)], b, sc, accelerator=accelerator,
+                                       accelerators=accelerators, submitter=submitter,
+                                       division=division)
     if not out:
         what = " ".join(x for x in (
+            f"{bench or 'any benchmark'} {scen or ''}".strip(),
             f"of {accelerator!r}" if accelerator else "",
             f"at {accelerators} accelerators" if accelerators is not None else "",
             f"from {submitter}" if submitter else "",
             f"in the {division} division" if division else "") if x)
-        raise AnalysisError(f"no hardware has {bench} {scen} results {what} in two or more "
-                            "rounds; widen the filters or list results with 'tokenmark "
-                            "results --published --benchmark ...'".replace("  ", " "))
+        raise AnalysisError(f"no hardware has results ({what}) in two or more rounds; widen "
+                            "the filters or list results with 'tokenmark results "
+                            "--published'")
     return out
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "accelerator_comparison_tables",
     "aliases_table",
     "comparison_table",
+    "gains_summary_table",
     "gains_tables",
     "import_table",
     "leaderboard_tables",
@@ -194,6 +195,27 @@ def gains_tables(series: Sequence[GainSeries]) -> list[Table]:
                                             f"{s.accelerators} {counted} in every round",
                                             aliases=s.aliases)))
     return out
+
+
+def gains_summary_table(series: Sequence[GainSeries]) -> Table:
+    """Every series in one table: each round's best result and the last against the
+    first (for software gains over several benchmarks and scenarios)."""
+    cols = ("benchmark", "scenario", "hardware", "submitter", "results by round",
+            "availability", "gain (last / first)")
+    body = []
+    for s in series:
+        pts = s.points
+        body.append((s.benchmark, s.scenario, f"{s.accelerators} x {s.accelerator}",
+                     ", ".join(dict.fromkeys(p.row.submitter for p in pts)),
+                     " -> ".join(f"{p.round} {_num(p.row.value)}" for p in pts),
+                     " -> ".join(p.row.availability or "-" for p in pts),
+                     f"{pts[-1].gain:.3f}x"))
+    aliases = list(dict.fromkeys(a for s in series for a in s.aliases))
+    rows = [p.row for s in series for p in s.points]
+    return Table(f"software gains: the same hardware across rounds ({len(series)} series)",
+                 cols, tuple(body), _notes(rows, "each round: the best result of the "
+                                           "hardware at that count; gain = last / first",
+                                           aliases=aliases))
 
 
 def accelerator_comparison_tables(c: AcceleratorComparison) -> list[Table]:

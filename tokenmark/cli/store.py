@@ -20,6 +20,7 @@ from tokenmark.results_tables import (
     accelerator_comparison_tables,
     aliases_table,
     comparison_table,
+    gains_summary_table,
     gains_tables,
     import_table,
     leaderboard_tables,
@@ -54,7 +55,8 @@ def _any(v: str | None) -> str | None:
 def _print(tables: list[Table]) -> None:
     console = out()
     for t in tables:
-        rt = RichTable(title=t.title, title_justify="left")
+        console.print(t.title, highlight=False, soft_wrap=True)
+        rt = RichTable()
         for c in t.columns:
             rt.add_column(c)
         for row in t.rows:
@@ -264,8 +266,10 @@ def compare(
 @app.command()
 def scaling(
     benchmark: Annotated[str, typer.Argument()],
-    scenario: Annotated[str, typer.Argument()],
     accelerator: Annotated[str, typer.Option(help="Accelerator model text.")],
+    scenario: Annotated[str | None, typer.Argument(
+        help="A scenario (default: every scenario with results at two or more counts).")
+    ] = None,
     db: DbOpt = None,
     submitter: Annotated[str | None, typer.Option(
         help="One submitter's results (needed when several have some), or any.")] = None,
@@ -279,21 +283,30 @@ def scaling(
 ) -> None:
     """Scaling efficiency of one system family: (T_N / N) / (T_base / base).
 
-    Example: tokenmark scaling deepseek-r1 Offline --accelerator GB300 --submitter NVIDIA --round v6.1 --base 72
+    Example: tokenmark scaling deepseek-r1 --accelerator GB300 --submitter NVIDIA --round v6.1 --base 72
     """  # noqa: E501
     try:
-        s = results_api.scaling(benchmark, scenario, accelerator=accelerator, db=db,
-                                submitter=submitter, round=round_, division=_any(division),
-                                base=base, availability=availability, published=published)
+        if scenario is None:
+            curves = results_api.scaling_scenarios(
+                benchmark, accelerator=accelerator, db=db, submitter=submitter,
+                round=round_, division=_any(division), base=base, availability=availability,
+                published=published)
+        else:
+            curves = [results_api.scaling(
+                benchmark, scenario, accelerator=accelerator, db=db, submitter=submitter,
+                round=round_, division=_any(division), base=base, availability=availability,
+                published=published)]
     except BadInputError as e:
         raise bad_input(e) from None
-    _print([scaling_table(s)])
+    _print([scaling_table(s) for s in curves])
 
 
 @app.command("software-gains")
 def software_gains(
-    benchmark: Annotated[str, typer.Argument()],
-    scenario: Annotated[str, typer.Argument()],
+    benchmark: Annotated[str | None, typer.Argument(
+        help="A benchmark (default: every benchmark).")] = None,
+    scenario: Annotated[str | None, typer.Argument(
+        help="A scenario (default: every scenario).")] = None,
     db: DbOpt = None,
     accelerator: Annotated[str | None, typer.Option()] = None,
     accelerators: Annotated[int | None, typer.Option()] = None,
@@ -303,7 +316,7 @@ def software_gains(
 ) -> None:
     """The same hardware across rounds: gains from software alone.
 
-    Example: tokenmark software-gains llama3.1-8b Offline --submitter Intel
+    Example: tokenmark software-gains llama3.1-8b --submitter Intel
     """
     try:
         series = results_api.software_gains(benchmark, scenario, db=db,
@@ -312,7 +325,7 @@ def software_gains(
                                             division=_any(division), published=published)
     except BadInputError as e:
         raise bad_input(e) from None
-    _print(gains_tables(series))
+    _print(gains_tables(series) if scenario else [gains_summary_table(series)])
 
 
 @app.command()

@@ -296,5 +296,5 @@ def build(sources: Sequence[Source], base: PublishedTable | None = None, *, vers
         provenance.append(f"refreshed from {Path(base.path).name} ({len(base.rows)} rows, "
                           f"made {base.made or 'at an unknown date'})")
     if note:
-        provenance.append(f"note: {note}")
+        provenance.append(f"about: {note}")
     return Build(rows, provenance, dict(skipped), differences)
