@@ -465,10 +465,10 @@ def split_checker_line(tokens: Sequence[str], header: Sequence[str]) -> list[str
     more: ``SystemType`` ``datacenter,edge``, a core count ``128 total cores, 256
     threads``, an accelerator list ``... (x32), ... (x16)``); free-text columns take one
     or more tokens, joined back with commas. Several free columns side by side
-    (``framework``, ``operating_system``, ``notes``) cannot be told apart when they hold more tokens than columns: the first
-    takes the extra tokens (their text is kept whole, only its split among them is
-    unknowable). Returns the values, or a one-line reason when the line splits no way or
-    more than one way (never a guess).
+    (``framework``, ``operating_system``, ``notes``) cannot be told apart when they hold
+    more tokens than columns: the first takes the extra tokens (their text is kept whole,
+    only its split among them is unknowable). Returns the values, or a one-line reason
+    when the line splits no way or more than one way (never a guess).
     """
     solutions: list[list[str]] = []
     free = [c not in _FIXED for c in header]
