@@ -226,9 +226,8 @@ def accelerator_comparison_tables(c: AcceleratorComparison) -> list[Table]:
                   _count(p.a) if p.a.accelerators_used == p.b.accelerators_used
                   else f"{_count(p.a)} / {_count(p.b)}",
                   _num(p.a_value), p.a.availability or "-", _num(p.b_value),
-                  p.b.availability or "-", f"{p.ratio:.3f}x",
-                  f"{p.a.round}/{p.a.submitter}/{p.a.system_id}",
-                  f"{p.b.round}/{p.b.submitter}/{p.b.system_id}") for p in c.pairs)
+                  p.b.availability or "-", f"{p.ratio:.3f}x", p.a.system_id, p.b.system_id)
+                 for p in c.pairs)
     notes = ["B / A above 1 means B is better (for latencies, A's latency over B's)",
              "pairs: the best result of each accelerator per benchmark, scenario, round"
              + (", submitter" if c.same_submitter else "")
@@ -249,10 +248,12 @@ def accelerator_comparison_tables(c: AcceleratorComparison) -> list[Table]:
 
 
 def top_table(t: Top) -> Table:
-    cols = ("#", "round", "submitter", "system", "accelerator", "accelerators", "nodes",
-            "benchmark", "scenario", f"result ({t.unit})", "per accelerator (derived)",
-            "availability")
-    body = tuple((str(e.rank), e.row.round, e.row.submitter, e.row.system_id, _hw(e.row),
+    one_round = len(t.rounds) == 1  # then the title names it
+    cols = ("#", *(() if one_round else ("round",)), "submitter", "system", "accelerator",
+            "accelerators", "nodes", "benchmark", "scenario", f"result ({t.unit})",
+            "per accelerator (derived)", "availability")
+    body = tuple((str(e.rank), *(() if one_round else (e.row.round,)), e.row.submitter,
+                  e.row.system_id, _hw(e.row),
                   str(e.accelerators) if e.accelerators is not None else "?",
                   str(e.row.nodes if e.row.nodes is not None else "?"), e.row.benchmark,
                   e.row.scenario, _num(e.row.value), _num(e.per_accelerator),
