@@ -236,6 +236,7 @@ def _row_values() -> st.SearchStrategy[dict[str, str]]:
                              "MI325X 256GB HBM3e (x16)", "NVIDIA H200 + AMD MI350X"]),
             st.builds(lambda a, b: a + b, st.sampled_from(["A", "N", "[M] X"]), _FREE)),
         "accelerators_per_node": st.sampled_from(["0", "4", "8"]),
+        "total_accelerators": st.sampled_from(["0", "8", "512"]),
         "Location": st.sampled_from(["./closed/AMD/results/s/m/Offline/performance/run_1",
                                      "open/NVIDIA/results/x/y/Server"]),
         "framework": _FREE, "operating_system": _FREE, "notes": _FREE,
@@ -246,6 +247,8 @@ def _row_values() -> st.SearchStrategy[dict[str, str]]:
         "has_power": st.sampled_from(["False", "True"]),
         "Units": st.sampled_from(["Tokens/s", "Queries/s", "Samples/s"]),
         "weight_data_types": _FREE,
+        "design_power_watts": st.sampled_from(["None", "", "1200"]),
+        "PrivateID": st.sampled_from(["None", "x1"]),
     })
 
 

@@ -73,16 +73,17 @@ __all__ = [
 
 #: File names a results repository gives its table (found when a folder is imported).
 TABLE_NAMES: Final = ("summary_results.json", "summary.json", "summary.csv")
-#: The checker's ``summary.csv`` columns (``ResultExporter.head``), in order; newer
-#: checkers add ``total_accelerators`` (after ``accelerators_per_node``),
-#: ``design_power_watts`` and ``PrivateID`` (the v6.1 table has them).
+#: The checker's ``summary.csv`` columns (``ResultExporter.head``), in order, as the
+#: v6.1 checker writes them (the v6.1 table has them); older checkers write the same
+#: without ``total_accelerators``, ``design_power_watts`` and ``PrivateID``. The reader
+#: goes by the file's own header.
 CHECKER_COLUMNS: Final = (
     "Organization", "Availability", "Division", "SystemType", "SystemName", "Platform",
     "Model", "MlperfModel", "Scenario", "Result", "Accuracy", "number_of_nodes",
     "host_processor_model_name", "host_processors_per_node", "host_processor_core_count",
-    "accelerator_model_name", "accelerators_per_node", "Location", "framework",
-    "operating_system", "notes", "compliance", "errors", "version", "inferred", "has_power",
-    "Units", "weight_data_types",
+    "accelerator_model_name", "accelerators_per_node", "total_accelerators", "Location",
+    "framework", "operating_system", "notes", "compliance", "errors", "version", "inferred",
+    "has_power", "Units", "weight_data_types", "design_power_watts", "PrivateID",
 )
 #: Units of a table's power lines (the checker's ``POWER_UNIT_DICT``).
 POWER_UNITS: Final = frozenset({"Watts", "millijoules", "Joules"})
