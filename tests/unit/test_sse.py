@@ -12,7 +12,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenmark.adapters.sse import StreamScanner
+from tokenmark.adapters.sse import StreamReader
 from tokenmark.servers.render import render_stream
 
 
@@ -22,8 +22,8 @@ def stream(chat: bool, n: int, *, usage: bool = True, sep: bytes = b"\n\n") -> b
     return sb.prologue + b"".join(sb.tokens) + tail + sb.done
 
 
-def scan(data: bytes, cuts: list[int] = (), want_text: bool = False) -> tuple[StreamScanner, int]:
-    sc = StreamScanner(want_text)
+def scan(data: bytes, cuts: list[int] = (), want_text: bool = False) -> tuple[StreamReader, int]:
+    sc = StreamReader(want_text)
     n = 0
     pos = 0
     for c in sorted(set(cuts)) + [len(data)]:

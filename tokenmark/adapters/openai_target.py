@@ -27,6 +27,7 @@ from typing import Any
 
 from tokenmark.adapters.http1 import describe_os_error
 from tokenmark.adapters.pool import Endpoint, fetch, parse_base_url
+from tokenmark.adapters.sse import DEFAULT_MAX_EVENT_BYTES
 from tokenmark.errors import ConfigError, TargetError
 
 __all__ = [
@@ -88,6 +89,8 @@ class OpenAIConfig:
     keep_text: bool = False  # extract the output text even without a tokenizer
     request_ids: bool = True  # send X-Request-Id (the server's logs can be matched)
     check_models: bool = True
+    #: The largest server-sent event accepted; a larger one is a malformed stream.
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
 
     def validated(self) -> OpenAIConfig:
         """Return ``self`` after checking it; raise ConfigError naming the fix."""
@@ -111,6 +114,10 @@ class OpenAIConfig:
                 or self.spare_connections < 0):
             raise ConfigError("pool size, preconnect, spare connections and max tokens "
                               "must be >= 0")
+        if self.max_event_bytes < 1024:
+            raise ConfigError(f"--max-event-bytes must be at least 1024 (got "
+                              f"{self.max_event_bytes}); the default is "
+                              f"{DEFAULT_MAX_EVENT_BYTES}")
         if self.pool_size and self.preconnect > self.pool_size:
             raise ConfigError(f"--preconnect {self.preconnect} exceeds --pool-size "
                               f"{self.pool_size}; lower it or raise the pool size")

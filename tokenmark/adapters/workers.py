@@ -42,7 +42,7 @@ from tokenmark.adapters.openai_target import OpenAIConfig, api_key, probe
 from tokenmark.adapters.pool import parse_base_url
 from tokenmark.clock import Clock, FakeClock, MonotonicClock
 from tokenmark.errors import ConfigError, TargetError
-from tokenmark.records import ErrorClass, Query
+from tokenmark.records import ErrorClass, Query, ResponseDetails
 from tokenmark.sut import ResponseHandle
 
 __all__ = ["WorkerPoolSUT"]
@@ -82,6 +82,8 @@ class _Link(asyncio.Protocol):
         for kind, payload in self.reader.feed(data):
             if kind == 68:  # "D"
                 pool._done(self, payload)
+            elif kind == 69:  # "E"
+                pool._details(payload)
             elif kind == 70:  # "F"
                 pool._failed(self, payload)
             elif kind == 115:  # "s"
@@ -238,6 +240,10 @@ class WorkerPoolSUT:
         for other in links:  # the least busy worker, ties in turn
             if other.in_flight < link.in_flight:
                 link = other
+        renderer = self._renderer
+        if renderer.exact_output and hasattr(handle, "details"):  # a DetailsHandle
+            handle.details(ResponseDetails(
+                demanded_output_tokens=renderer.output_tokens(query.sample)))
         self._pending[query.seq] = (handle, ep, link)
         link.in_flight += 1
         self._in_flight[ep] += 1
@@ -297,6 +303,12 @@ class WorkerPoolSUT:
             handle.reasoning_usage(reasoning)  # type: ignore[attr-defined]
         handle.complete(out, source, t_ns=t - off, input_tokens=inp, alt_output_tokens=alt,
                         cached_input_tokens=cached, text=text, endpoint=self.labels[ep])
+
+    def _details(self, payload: memoryview) -> None:
+        seq, d = ipc.parse_details(payload)
+        entry = self._pending.get(seq)
+        if entry is not None and hasattr(entry[0], "details"):  # a DetailsHandle
+            entry[0].details(d)
 
     def _failed(self, link: _Link, payload: memoryview) -> None:
         seq, sent, t, err = ipc.FAIL.unpack_from(payload, 0)

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from tokenmark import __version__
 from tokenmark.tokenizer import BuiltinTokenizer
 
 __all__ = [
@@ -46,12 +47,16 @@ __all__ = [
 _WORDS = BuiltinTokenizer().words[100:164]  # 64 distinct one-token words
 CREATED = 1_700_000_000
 
+#: tokenmark's servers name themselves so (the client then knows that each event carries
+#: exactly one token: ``tokenmark.adapters.openai_http.ONE_PER_EVENT``).
+SERVER_HEADER = b"server: tokenmark/%s (exact)\r\n" % __version__.encode()
 HEAD_SSE = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
-            b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
+            b"cache-control: no-cache\r\n" + SERVER_HEADER
+            + b"transfer-encoding: chunked\r\n\r\n")
 #: A close-delimited stream (no ``transfer-encoding``): the body ends when the server
 #: closes the connection, as HTTP/1.0-style servers do.
-HEAD_CLOSE = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-              b"connection: close\r\n\r\n")
+HEAD_CLOSE = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n" + SERVER_HEADER
+              + b"connection: close\r\n\r\n")
 CHUNK_END = b"0\r\n\r\n"
 
 
@@ -231,5 +236,5 @@ def json_response(status: int, obj: object, reason: str = "") -> bytes:
                         404: "Not Found", 429: "Too Many Requests",
                         500: "Internal Server Error", 503: "Service Unavailable"}.get(
                             status, "Error")
-    return (b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
-            % (status, reason.encode(), len(body))) + body
+    return (b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n%scontent-length: %d\r\n"
+            b"\r\n" % (status, reason.encode(), SERVER_HEADER, len(body))) + body

@@ -1,0 +1,147 @@
+"""Which JSON parser reads a streamed event fastest: the measurement behind ``adapters/sse``.
+
+Every event of an OpenAI-style stream is parsed in full (DESIGN.md: truth before speed),
+so the parser's cost per event is the client's floor per token. This script times, per
+event and per server shape, each candidate doing the *whole* job the stream reader does
+with one event's payload: parse it, then read every choice's ``text`` /
+``delta.content`` / ``delta.reasoning_content`` / ``delta.reasoning``,
+``finish_reason``, ``logprobs`` and ``token_ids`` counts, ``usage`` and ``error``:
+
+- ``msgspec-typed``: ``msgspec.json.Decoder`` of a ``Struct`` of the chunk's shape (unknown
+  keys skipped in C, no dict built for them);
+- ``msgspec-dict``: ``msgspec.json.decode`` to dicts, then the same dict walk as the others;
+- ``orjson``: ``orjson.loads`` and the dict walk (skipped when orjson is not installed:
+  it is not a tokenmark dependency);
+- ``json``: the standard library's ``json.loads`` and the dict walk.
+
+Payloads are the event shapes of vLLM (completions and chat, ``"usage": null`` when
+usage is asked), llama.cpp's server (keys sorted, ``timings`` in the last event) and an
+OpenAI chat chunk with ``logprobs`` (one entry of 5 alternatives per token). Each figure
+is the median of ``--repeats`` timings of ``--n`` parses (ns per event), CPU time of this
+process only (``time.process_time_ns``), with the machine's background load beside it.
+
+Run: ``.venv/bin/python bench/sse_parsers.py [--n 200000] [--repeats 7]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from tokenmark.adapters.sse import decode_chunk
+
+EVENTS: dict[str, bytes] = {
+    "vllm-completions": (
+        b'{"id":"cmpl-4f5c1e0a9b7d4c3e8a2f6b1d0c9e8f7a","object":"text_completion",'
+        b'"created":1718000000,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":'
+        b'[{"index":0,"text":" else","logprobs":null,"finish_reason":null,'
+        b'"stop_reason":null}],"usage":null}'),
+    "vllm-chat": (
+        b'{"id":"chatcmpl-4f5c1e0a9b7d4c3e8a2f6b1d0c9e8f7a","object":"chat.completion.chunk",'
+        b'"created":1718000000,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":'
+        b'[{"index":0,"delta":{"content":" return"},"logprobs":null,"finish_reason":null}],'
+        b'"usage":null}'),
+    "llamacpp-chat": (
+        b'{"choices":[{"finish_reason":null,"index":0,"delta":{"content":" each"}}],'
+        b'"created":1718000000,"id":"chatcmpl-Yx2b7WcHn3Kq9PzL0aRtUvEs","model":"gpt-3.5-turbo",'
+        b'"system_fingerprint":"b5000-1a2b3c4d","object":"chat.completion.chunk"}'),
+    "openai-chat-logprobs": json.dumps({
+        "id": "chatcmpl-AbC123", "object": "chat.completion.chunk", "created": 1718000000,
+        "model": "gpt-4o-mini-2024-07-18", "system_fingerprint": "fp_0ba0d124f1",
+        "choices": [{"index": 0, "delta": {"content": " end"}, "logprobs": {"content": [
+            {"token": " end", "logprob": -0.01, "bytes": [32, 101, 110, 100],
+             "top_logprobs": [{"token": t, "logprob": -float(i), "bytes": list(t.encode())}
+                              for i, t in enumerate((" end", " the", " a", " and", " to"))]}],
+            "refusal": None}, "finish_reason": None}]},
+        separators=(",", ":")).encode(),
+}
+
+
+def walk(obj: Any) -> int:
+    """What the reader takes from a parsed event, from plain dicts and lists."""
+    if not isinstance(obj, dict):
+        return -1
+    n = 0
+    choices = obj.get("choices")
+    if isinstance(choices, list):
+        for ch in choices:
+            if not isinstance(ch, dict):
+                continue
+            d = ch.get("delta")
+            src = d if isinstance(d, dict) else ch
+            for key in ("text", "content", "reasoning_content", "reasoning"):
+                v = src.get(key)
+                if isinstance(v, str) and v:
+                    n += 1
+            ch.get("finish_reason")
+            lp = ch.get("logprobs")
+            if isinstance(lp, dict):
+                c = lp.get("content") or lp.get("tokens")
+                if isinstance(c, list):
+                    n += len(c)
+            ids = ch.get("token_ids")
+            if isinstance(ids, list):
+                n += len(ids)
+    obj.get("usage")
+    obj.get("error")
+    return n
+
+
+def candidates() -> dict[str, Callable[[bytes], Any]]:
+    out: dict[str, Callable[[bytes], Any]] = {"msgspec-typed": decode_chunk}
+    dec = msgspec.json.decode
+    out["msgspec-dict"] = lambda b: walk(dec(b))
+    try:
+        import orjson
+    except ImportError:
+        pass
+    else:
+        loads = orjson.loads
+        out["orjson"] = lambda b: walk(loads(b))
+    jl = json.loads
+    out["json"] = lambda b: walk(jl(b))
+    return out
+
+
+def machine_busy_s() -> float:
+    with open("/proc/stat") as f:
+        parts = [float(x) for x in f.readline().split()[1:]]
+    return (sum(parts) - parts[3] - parts[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--n", type=int, default=200_000)
+    ap.add_argument("--repeats", type=int, default=7)
+    a = ap.parse_args()
+    cands = candidates()
+    print(f"ns per event, median of {a.repeats} x {a.n:,} parses (process CPU time)")
+    print(f"{'event shape':24s}" + "".join(f"{name:>15s}" for name in cands))
+    b0, w0, c0 = machine_busy_s(), time.monotonic(), time.process_time()
+    for shape, payload in EVENTS.items():
+        row = []
+        for fn in cands.values():
+            fn(payload)  # warm
+            times = []
+            for _ in range(a.repeats):
+                t0 = time.process_time_ns()
+                for _ in range(a.n):
+                    fn(payload)
+                times.append((time.process_time_ns() - t0) / a.n)
+            row.append(statistics.median(times))
+        print(f"{shape:24s}" + "".join(f"{v:15.0f}" for v in row))
+    wall = time.monotonic() - w0
+    other = (machine_busy_s() - b0) - (time.process_time() - c0)
+    print(f"background load: {max(0.0, other / wall):.2f} cores of {os.cpu_count()} "
+          f"(loadavg {os.getloadavg()[0]:.2f})")
+
+
+if __name__ == "__main__":
+    main()
