@@ -35,7 +35,7 @@ from typing import Any
 
 import msgspec
 
-from tokenmark.adapters.sse import decode_chunk
+from tokenmark.adapters.sse import Chunk, StreamReader, decode_chunk
 
 EVENTS: dict[str, bytes] = {
     "vllm-completions": (
@@ -94,8 +94,30 @@ def walk(obj: Any) -> int:
     return n
 
 
+def walk_typed(c: Chunk) -> int:
+    """The same reads from the typed decoder's structs."""
+    n = 0
+    if c.choices:
+        for ch in c.choices:
+            d = ch.delta
+            if d is None:
+                n += bool(ch.text)
+            else:
+                n += bool(d.content) + bool(d.reasoning_content or d.reasoning)
+            ch.finish_reason
+            lp = ch.logprobs
+            if lp is not None and lp.content is not None:
+                n += len(lp.content)
+            if ch.token_ids is not None:
+                n += len(ch.token_ids)
+    c.usage
+    c.error
+    return n
+
+
 def candidates() -> dict[str, Callable[[bytes], Any]]:
-    out: dict[str, Callable[[bytes], Any]] = {"msgspec-typed": decode_chunk}
+    out: dict[str, Callable[[bytes], Any]] = {
+        "msgspec-typed": lambda b: walk_typed(decode_chunk(b))}
     dec = msgspec.json.decode
     out["msgspec-dict"] = lambda b: walk(dec(b))
     try:
@@ -137,6 +159,27 @@ def main() -> None:
                 times.append((time.process_time_ns() - t0) / a.n)
             row.append(statistics.median(times))
         print(f"{shape:24s}" + "".join(f"{v:15.0f}" for v in row))
+    print("\nthe whole reader (framing, parsing, counting), ns per event, vllm-chat events:")
+    ev = b"data: " + EVENTS["vllm-chat"] + b"\n\n"
+    for per_read in (1, 8, 64):
+        block = ev * per_read
+        reads = max(1, a.n // per_read)
+        times = []
+        for _ in range(a.repeats):
+            r = StreamReader()
+            t0 = time.process_time_ns()
+            for _ in range(reads):
+                r.feed(block)
+            times.append((time.process_time_ns() - t0) / (reads * per_read))
+            assert r.events == reads * per_read
+        print(f"   {per_read:3d} events per read: {statistics.median(times):6.0f}")
+    big = b'data: {"choices":[{"index":0,"text":"' + b"y" * (32 << 20) + b'"}]}\n\n'
+    r = StreamReader(max_event_bytes=64 << 20)
+    t0 = time.process_time_ns()
+    for i in range(0, len(big), 65536):
+        r.feed(big[i:i + 65536])
+    print(f"one 32 MiB event in 64 KiB reads: {(time.process_time_ns() - t0) / 1e6:.0f} ms "
+          f"(events read: {r.events})")
     wall = time.monotonic() - w0
     other = (machine_busy_s() - b0) - (time.process_time() - c0)
     print(f"background load: {max(0.0, other / wall):.2f} cores of {os.cpu_count()} "
