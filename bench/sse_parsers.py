@@ -80,7 +80,7 @@ def walk(obj: Any) -> int:
                 v = src.get(key)
                 if isinstance(v, str) and v:
                     n += 1
-            ch.get("finish_reason")
+            n += ch.get("finish_reason") is not None
             lp = ch.get("logprobs")
             if isinstance(lp, dict):
                 c = lp.get("content") or lp.get("tokens")
@@ -89,9 +89,7 @@ def walk(obj: Any) -> int:
             ids = ch.get("token_ids")
             if isinstance(ids, list):
                 n += len(ids)
-    obj.get("usage")
-    obj.get("error")
-    return n
+    return n + (obj.get("usage") is not None) + (obj.get("error") is not None)
 
 
 def walk_typed(c: Chunk) -> int:
@@ -104,15 +102,13 @@ def walk_typed(c: Chunk) -> int:
                 n += bool(ch.text)
             else:
                 n += bool(d.content) + bool(d.reasoning_content or d.reasoning)
-            ch.finish_reason
+            n += ch.finish_reason is not None
             lp = ch.logprobs
             if lp is not None and lp.content is not None:
                 n += len(lp.content)
             if ch.token_ids is not None:
                 n += len(ch.token_ids)
-    c.usage
-    c.error
-    return n
+    return n + (c.usage is not None) + (c.error is not None)
 
 
 def candidates() -> dict[str, Callable[[bytes], Any]]:
