@@ -31,6 +31,7 @@ from tokenmark.errors import ConfigError, TargetError
 from tokenmark.loadgen.remote import RunDriver
 from tokenmark.loadgen.runner import Runner, RunnerStats, RunOutcome
 from tokenmark.metrics.endpoints import EndpointBreakdown
+from tokenmark.metrics.lengths import LengthTally
 from tokenmark.metrics.summary import Accumulator, Summary, summarize
 from tokenmark.mllog import RunFacts
 from tokenmark.output.accuracy import AccuracyRecorder, accuracy_recorder
@@ -51,7 +52,8 @@ from tokenmark.scenarios import Schedule, build_schedule, timed_trace
 from tokenmark.servers.emulated import EmulatedConfig, EmulatedServer, spec_arguments
 from tokenmark.servers.process import ServerProcess
 from tokenmark.settings import EffectiveSettings, Scenario, effective
-from tokenmark.sut import ResponseHandle, SystemUnderTest
+from tokenmark.sut import PromptProbe, ResponseHandle, SystemUnderTest
+from tokenmark.tokenizer import exact_text
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -300,9 +302,11 @@ def run_benchmark(
     else:
         system = driver
     started = dt.datetime.now(dt.UTC)
+    lengths = LengthTally()
+    probes: dict[str, Any] = {}
     coro = _run_async(eff, schedule, dataset, local, clock, output_dir, progress,
-                      drain_timeout_s, recorder, record_consumers, stop_when, factory, driver,
-                      watchers)
+                      drain_timeout_s, recorder, [*record_consumers, lengths.add], stop_when,
+                      factory, driver, watchers, probes)
     if isinstance(clock, FakeClock):
         outcome, summary, verdicts, anchor, per_endpoint = run_virtual(coro, clock)
     else:
@@ -313,11 +317,14 @@ def run_benchmark(
         section, found = w.finish(summary, output_dir)
         sections[w.key] = section
         extra.extend(found)
+    if probes.get("overhead") is not None:
+        extra.extend(lengths.findings(probes["overhead"], probes.get("note", "")))
     if extra:
         verdicts = with_findings(verdicts, extra)
     doc = _document(layered, eff, dataset, system, summary, verdicts, outcome, started,
                     anchor, virtual_time)
     doc.update(sections)
+    doc["lengths"] = {**lengths.to_json(), "probe": probes}
     if recorder is not None:
         doc["accuracy_log"] = recorder.stats.to_json()
     if driver is not None:
@@ -352,6 +359,7 @@ async def _run_async(
     factory: Callable[[Clock], SystemUnderTest] | None = None,
     driver: RunDriver | None = None,
     watchers: Sequence[RunWatcher] = (),
+    probes: dict[str, Any] | None = None,
 ) -> tuple[RunOutcome, Summary, Verdicts, tuple[int, int], dict[str, Any]]:
     sink = JsonlRecordSink(output_dir / RECORDS_FILE)
     acc = Accumulator()
@@ -385,6 +393,8 @@ async def _run_async(
     reporter: asyncio.Task[None] | None = None
     if system is not None:
         await system.start()
+        if probes is not None and isinstance(system, PromptProbe):
+            probes.update(await probe_prompts(system, dataset))
     anchor = wall_anchor()
     started_watchers: list[RunWatcher] = []
     try:
@@ -414,10 +424,19 @@ async def _run_async(
                       reason=outcome.interrupt_reason)
     summary = summarize(data, eff)
     gaps = outcome.closed_gaps_ns
+    causes: dict[str, Any] = {}
+    for w in watchers:  # the client monitor measured what a late send can be blamed on
+        figures = getattr(w, "client_figures", None)
+        if callable(figures):
+            causes.update(figures())
+    stats = getattr(system, "stats", None)  # an HTTP SUT's per-endpoint statistics
+    if isinstance(stats, list) and stats and hasattr(stats[0], "connect_waits"):
+        causes["connect_waits"] = sum(st.connect_waits for st in stats)
     client = ClientStats(
         issue_span_ns=outcome.issue_span_ns,
         closed_gap_p99_ns=int(np.sort(gaps)[int(gaps.size * 0.99)]) if gaps.size else 0,
         closed_gap_count=int(gaps.size),
+        **causes,
     )
     verdicts = evaluate(summary, eff, client)
     data.itl.close()
@@ -453,6 +472,28 @@ def _run_facts(
         server_token_limits_ns=limits,
         pid=os.getpid(),
     )
+
+
+async def probe_prompts(system: PromptProbe, dataset: Dataset) -> dict[str, Any]:
+    """Measure once what the server adds to every prompt (a chat template's tokens, a
+    BOS token): one request whose prompt is one word of the dataset's tokenizer. Not
+    measured for datasets whose samples are conversations (the template adds tokens per
+    message there)."""
+    first = dataset.sample(0)
+    msgs = first.messages if first.is_chat else None
+    if msgs is not None and len(msgs) > 1:
+        return {"overhead": None, "note": "; not judged: samples hold several messages"}
+    tok = getattr(dataset, "tokenizer", None)
+    words = tok.word_ids() if tok is not None and hasattr(tok, "word_ids") else None
+    if tok is None or not words:
+        return {"overhead": None, "note": "; not judged: no tokenizer vocabulary to probe"}
+    text, ids = exact_text(tok, [words[len(words) // 2]])
+    try:
+        overhead = await system.prompt_overhead(text, len(ids))
+    except (OSError, TimeoutError, ConnectionError) as e:
+        return {"overhead": None, "note": f"; not judged: the probe failed ({e})"}
+    note = "" if overhead is not None else "; not judged: the probe got no prompt_tokens"
+    return {"overhead": overhead, "text": text, "planned": len(ids), "note": note}
 
 
 def _install_sigint(loop: asyncio.AbstractEventLoop, runner: Runner | RunDriver) -> bool:

@@ -69,12 +69,12 @@ from tokenmark.adapters.openai_target import (
 )
 from tokenmark.adapters.pool import Endpoint
 from tokenmark.adapters.sse import StreamReader
-from tokenmark.clock import Clock, FakeClock
+from tokenmark.clock import Clock, FakeClock, MonotonicClock
 from tokenmark.errors import ConfigError
 from tokenmark.records import ErrorClass, Query, ResponseDetails, Sample, TokenSource
 from tokenmark.sut import ResponseHandle
 
-__all__ = ["BodyRenderer", "EndpointStats", "OpenAIHttpSUT", "request_id"]
+__all__ = ["BodyRenderer", "EndpointStats", "OpenAIHttpSUT", "measure_prompt", "request_id"]
 
 #: A ``Server`` header that starts so belongs to tokenmark's own servers, which stream
 #: exactly one token per event: their events count the output exactly.
@@ -296,9 +296,62 @@ class OpenAIHttpSUT:
         """The ``X-Request-Id`` sent with the query of sequence number ``seq``."""
         return request_id(self._run_id, seq)
 
+    async def prompt_overhead(self, text: str, planned: int) -> int | None:
+        """The tokens the server adds to a prompt (``tokenmark.sut.PromptProbe``)."""
+        served = await measure_prompt(self.config, text)
+        return None if served is None else served - planned
+
     def redact(self, text: str) -> str:
         key = self._key
         return text.replace(key, "***") if key and len(key) >= 4 else text
+
+
+class _Probe:
+    """The handle of one probe request: keeps the server's prompt token count."""
+
+    def __init__(self) -> None:
+        self.done: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+
+    def sent(self, t_ns: int | None = None) -> None:
+        return None
+
+    def token(self, n: int = 1, t_ns: int | None = None) -> None:
+        return None
+
+    def complete(self, output_tokens: int | None = None,
+                 source: TokenSource = TokenSource.SUT, *, t_ns: int | None = None,
+                 input_tokens: int | None = None, alt_output_tokens: int = -1,
+                 cached_input_tokens: int = -1, token_ids: Any = None,
+                 text: str | None = None, endpoint: str = "") -> None:
+        if not self.done.done():
+            self.done.set_result(input_tokens)
+
+    def fail(self, error: ErrorClass, detail: str = "", *, t_ns: int | None = None,
+             endpoint: str = "") -> None:
+        if not self.done.done():
+            self.done.set_exception(ConnectionError(f"{error.value}: {detail}"))
+
+
+async def measure_prompt(config: OpenAIConfig, text: str, timeout_s: float = 60.0
+                         ) -> int | None:
+    """The server's ``prompt_tokens`` for one request of ``text`` (as the run sends it:
+    one user message for chat) asking for one token, not streamed, on a connection of
+    its own (the run's statistics and pool are untouched). ``None``: no usage came."""
+    extra = {k: v for k, v in config.extra_body_dict().items()
+             if k not in ("max_tokens", "max_completion_tokens", "min_tokens", "ignore_eos")}
+    cfg = replace(config, stream=False, max_tokens=1, ignore_eos=False, preconnect=0,
+                  spare_connections=0, check_models=False, request_ids=False,
+                  extra_body=json.dumps(extra) if extra else "", tokenizer="",
+                  keep_text=False)
+    sut = OpenAIHttpSUT(MonotonicClock(), cfg)
+    probe = _Probe()
+    try:
+        await sut.start()
+        sut.send(0, 0, sut.renderer.body(Sample(0, text, 0, 1)), probe)
+        async with asyncio.timeout(timeout_s):
+            return await probe.done
+    finally:
+        await sut.stop()
 
 
 class BodyRenderer:
@@ -328,8 +381,7 @@ class BodyRenderer:
         self.fixed_max = fixed if isinstance(fixed, int) else -1
         #: The server must write exactly max_tokens: ignore_eos, or min_tokens == max.
         self.exact_output = bool(body.get("ignore_eos")) or (
-            "min_tokens" in body and body["min_tokens"] == (
-                "per-sample" if self.per_sample_max else self.fixed_max))
+            not self.per_sample_max and body.get("min_tokens") == self.fixed_max)
         self.prefix = json.dumps(body, separators=(",", ":")).encode()[:-1]
 
     def output_tokens(self, sample: Sample) -> int:

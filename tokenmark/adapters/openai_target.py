@@ -32,6 +32,7 @@ from tokenmark.errors import ConfigError, TargetError
 
 __all__ = [
     "API_KINDS",
+    "DEFAULT_MAX_EVENT_BYTES",
     "DEFAULT_KEY_ENV",
     "ROUTINGS",
     "OpenAIConfig",

@@ -37,7 +37,12 @@ from typing import Any, cast
 
 from tokenmark.adapters import ipc
 from tokenmark.adapters.clocksync import ClockSync, boot_id, estimate
-from tokenmark.adapters.openai_http import BodyRenderer, EndpointStats, request_id
+from tokenmark.adapters.openai_http import (
+    BodyRenderer,
+    EndpointStats,
+    measure_prompt,
+    request_id,
+)
 from tokenmark.adapters.openai_target import OpenAIConfig, api_key, probe
 from tokenmark.adapters.pool import parse_base_url
 from tokenmark.clock import Clock, FakeClock, MonotonicClock
@@ -255,6 +260,11 @@ class WorkerPoolSUT:
 
     def request_id(self, seq: int) -> str:
         return request_id(self._run_id, seq)
+
+    async def prompt_overhead(self, text: str, planned: int) -> int | None:
+        """The tokens the server adds to a prompt (``tokenmark.sut.PromptProbe``)."""
+        served = await measure_prompt(self.config, text)
+        return None if served is None else served - planned
 
     # -- answers -----------------------------------------------------------------------------
     def _route(self) -> int:

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from tokenmark import __version__, results_api, scale_api, submission_api
 from tokenmark.adapters.inprocess import LatencyModel
-from tokenmark.adapters.openai_target import OpenAIConfig
+from tokenmark.adapters.openai_target import DEFAULT_MAX_EVENT_BYTES, OpenAIConfig
 from tokenmark.api import (
     RunResult,
     SutSpec,
@@ -240,6 +240,9 @@ def run(
         help="A JSON object merged into every request body.", rich_help_panel=TG)] = "",
     model_check: Annotated[bool, typer.Option(
         help="Check GET /v1/models before the run.", rich_help_panel=TG)] = True,
+    max_event_bytes: Annotated[int, typer.Option(
+        help="The largest server-sent event accepted; a larger one fails its request as a "
+        "malformed stream.", rich_help_panel=TG)] = DEFAULT_MAX_EVENT_BYTES,
     workers: Annotated[int, typer.Option(
         help="Client worker processes (0: the client runs in this process).",
         rich_help_panel=TG)] = 0,
@@ -442,6 +445,7 @@ def run(
                 tokenizer="" if spec_w.tokenizer == "builtin" else spec_w.tokenizer,
                 check_models=model_check,
                 keep_text=logs_outputs,
+                max_event_bytes=max_event_bytes,
             )
             if logs_outputs and spec_w.tokenizer == "builtin":
                 raise ConfigError("logging outputs of an HTTP target needs the model's "
@@ -610,7 +614,8 @@ def _print_result(result: RunResult, *, quiet: bool, json_out: bool) -> None:
         title.append_text(_verdict_text(verdict))
         out.print(title)
         for f in verdict.findings:
-            mark = "[green]pass[/]" if f.passed else "[red]FAIL[/]"
+            mark = ("[green]pass[/]" if f.passed else
+                    "[yellow]warn[/]" if f.level == "warn" else "[red]FAIL[/]")
             out.print(f"  {mark} {f.rule}: {f.observed} (required {f.required})",
                       highlight=False)
             if not f.passed and f.advice:
