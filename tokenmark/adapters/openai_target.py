@@ -32,8 +32,8 @@ from tokenmark.errors import ConfigError, TargetError
 
 __all__ = [
     "API_KINDS",
-    "DEFAULT_MAX_EVENT_BYTES",
     "DEFAULT_KEY_ENV",
+    "DEFAULT_MAX_EVENT_BYTES",
     "ROUTINGS",
     "OpenAIConfig",
     "api_key",
