@@ -474,6 +474,15 @@ def _run_facts(
     )
 
 
+def run_title(system: SystemUnderTest | RunDriver, benchmark: str, scenario: str) -> str:
+    """What a run measured, for titles and lists: an HTTP target's served model and server
+    software; otherwise the benchmark preset."""
+    d = system.describe()
+    if "served_model" in d:
+        return f"{system.name} · {scenario}"
+    return f"{benchmark} {scenario}"
+
+
 async def probe_prompts(system: PromptProbe, dataset: Dataset) -> dict[str, Any]:
     """Measure once what the server adds to every prompt (a chat template's tokens, a
     BOS token): one request whose prompt is one word of the dataset's tokenizer. Not
@@ -546,6 +555,7 @@ def _document(
             "benchmark": r.benchmark,
             "scenario": r.scenario.value,
             "mode": r.mode.value,
+            "title": run_title(system, r.benchmark, r.scenario.value),
             "sut": {"name": system.name, **system.describe()},
             "dataset": {"name": dataset.name, "size": len(dataset),
                         "fingerprint": dataset.fingerprint, **describe_dataset(dataset)},

@@ -64,6 +64,7 @@ from tokenmark.adapters.openai_target import (
     OpenAIConfig,
     api_key,
     auth_headers,
+    http_name,
     probe,
     ssl_context,
 )
@@ -151,7 +152,7 @@ class OpenAIHttpSUT:
     # -- the SystemUnderTest contract ------------------------------------------------------
     @property
     def name(self) -> str:
-        return "openai-http"
+        return http_name(self.config)
 
     def describe(self) -> dict[str, str]:
         cfg = self.config
@@ -160,6 +161,8 @@ class OpenAIHttpSUT:
             "api": cfg.api,
             "stream": str(cfg.stream).lower(),
             "model": cfg.model,
+            "served_model": cfg.model,
+            "server_software": cfg.served_by or "not said",
             "urls": " ".join(ep.label for ep in self.endpoints),
             "routing": cfg.routing,
             "tokenizer": self._tokenizer.name if self._tokenizer else "none",
@@ -176,8 +179,10 @@ class OpenAIHttpSUT:
         if not self._checked:
             info = await probe(self.config, self._key)
             self._checked = True
-            if info.model != self.config.model:
-                self.config = replace(self.config, model=info.model)
+            if info.model != self.config.model or (info.software and
+                                                    not self.config.served_by):
+                self.config = replace(self.config, model=info.model,
+                                      served_by=self.config.served_by or info.software)
                 self._render()
         await self.preconnect(max(self.config.preconnect, self.config.spare_connections))
 

@@ -43,7 +43,7 @@ from tokenmark.adapters.openai_http import (
     measure_prompt,
     request_id,
 )
-from tokenmark.adapters.openai_target import OpenAIConfig, api_key, probe
+from tokenmark.adapters.openai_target import OpenAIConfig, api_key, http_name, probe
 from tokenmark.adapters.pool import parse_base_url
 from tokenmark.clock import Clock, FakeClock, MonotonicClock
 from tokenmark.errors import ConfigError, TargetError
@@ -138,7 +138,7 @@ class WorkerPoolSUT:
     # -- the SystemUnderTest contract ------------------------------------------------------
     @property
     def name(self) -> str:
-        return "openai-http"
+        return http_name(self.config)
 
     def describe(self) -> dict[str, str]:
         cfg = self.config
@@ -147,6 +147,8 @@ class WorkerPoolSUT:
             "api": cfg.api,
             "stream": str(cfg.stream).lower(),
             "model": cfg.model,
+            "served_model": cfg.model,
+            "server_software": cfg.served_by or "not said",
             "urls": " ".join(self.labels),
             "routing": cfg.routing,
             "tokenizer": cfg.tokenizer or "none",
@@ -168,7 +170,7 @@ class WorkerPoolSUT:
         cfg = self.config
         if cfg.check_models:
             target = await probe(cfg, api_key(cfg))
-            cfg = replace(cfg, model=target.model)
+            cfg = replace(cfg, model=target.model, served_by=cfg.served_by or target.software)
         self.config = cfg
         self._renderer = BodyRenderer(cfg)
         loop = asyncio.get_running_loop()
