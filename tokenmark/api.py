@@ -318,6 +318,9 @@ def run_benchmark(
         sections[w.key] = section
         extra.extend(found)
     if probes.get("overhead") is not None:
+        s0 = probes.get("sample0")
+        if s0 is not None:
+            lengths.add_probe(s0["planned"], s0["served"])
         extra.extend(lengths.findings(probes["overhead"], probes.get("note", "")))
     if extra:
         verdicts = with_findings(verdicts, extra)
@@ -499,10 +502,19 @@ async def probe_prompts(system: PromptProbe, dataset: Dataset) -> dict[str, Any]
     text, ids = exact_text(tok, [words[len(words) // 2]])
     try:
         overhead = await system.prompt_overhead(text, len(ids))
+        # the first sample's prompt too: a server whose stream reports no prompt_tokens
+        # (llama.cpp) is still checked on one real prompt
+        extra = None if overhead is None or first.is_chat else await system.prompt_overhead(
+            first.prompt, first.input_tokens)
     except (OSError, TimeoutError, ConnectionError) as e:
         return {"overhead": None, "note": f"; not judged: the probe failed ({e})"}
     note = "" if overhead is not None else "; not judged: the probe got no prompt_tokens"
-    return {"overhead": overhead, "text": text, "planned": len(ids), "note": note}
+    out: dict[str, Any] = {"overhead": overhead, "text": text, "planned": len(ids),
+                           "note": note}
+    if extra is not None and overhead is not None:
+        out["sample0"] = {"planned": first.input_tokens,
+                          "served": first.input_tokens + extra}
+    return out
 
 
 def _install_sigint(loop: asyncio.AbstractEventLoop, runner: Runner | RunDriver) -> bool:

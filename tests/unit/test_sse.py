@@ -75,7 +75,10 @@ def reference(body: bytes) -> Ref:
         try:
             obj = json.loads(payload)
         except ValueError:
-            out.bad = True
+            if payload.startswith(b'{"error"'):
+                out.error = "x"
+            else:
+                out.bad = True
             return out
         if not isinstance(obj, dict):
             out.bad = True
@@ -88,7 +91,7 @@ def reference(body: bytes) -> Ref:
         for ch in obj.get("choices") or []:
             idx = ch.get("index", 0)
             seen.add(idx)
-            if ch.get("finish_reason") is not None:
+            if ch.get("finish_reason"):
                 fin.add(idx)
                 if idx == 0 or not out.finish_reason:
                     out.finish_reason = ch["finish_reason"]
@@ -111,6 +114,8 @@ def reference(body: bytes) -> Ref:
             exact = None
             if ch.get("token_ids") is not None:
                 exact = len(ch["token_ids"])
+            elif isinstance(ch.get("logprobs"), list):
+                exact = len(ch["logprobs"])
             elif isinstance(ch.get("logprobs"), dict):
                 lp = ch["logprobs"]
                 entries = lp.get("content") if lp.get("content") is not None else lp.get(

@@ -31,8 +31,11 @@ that ends cleanly without it is complete when every choice it carried got a
 A payload that is not JSON, not a JSON object, or not of the chunk's shape (a
 ``choices`` that is not a list, a ``text`` that is a number...) sets :attr:`bad` with the
 decoder's message naming where; an ``error`` key (or a ``message`` without ``choices``:
-older vLLM's ``{"object": "error", "message": ...}``) sets :attr:`error`. An event with
-empty data is a keep-alive and is skipped.
+older vLLM's ``{"object": "error", "message": ...}``), and a payload that begins
+``{"error"`` but is not JSON (``transformers serve`` does not escape its error messages),
+set :attr:`error`. An event with empty data is a keep-alive and is skipped. A
+``finish_reason`` that is an empty string (TGI's completions, before the last token) is
+no finish.
 
 Cost, measured by ``bench/sse_parsers.py`` on the project's 2-core machine (loaded: the
 figures are CPU time of the process, background load printed beside them): the typed
@@ -74,8 +77,8 @@ class _Choice(msgspec.Struct):
     index: int = 0
     text: str | None = None
     delta: _Delta | None = None
-    finish_reason: str | None = None
-    logprobs: _Logprobs | None = None
+    finish_reason: str | None = None  # TGI's completions send "" until the end
+    logprobs: _Logprobs | list[msgspec.Raw] | None = None
     token_ids: list[int] | None = None
 
 
@@ -272,6 +275,10 @@ class StreamReader:
             try:
                 chunks.append(decode_chunk(payload))
             except (msgspec.MsgspecError, ValueError, RecursionError) as e:
+                if payload.startswith(b'{"error"'):  # an error event its server did not
+                    # escape (transformers serve writes f'{{"error": "{msg}"}}')
+                    text = payload[:300].decode("utf-8", "replace")
+                    return self._take(chunks) + self._end(partial(self._error, text))
                 return self._take(chunks) + self._end(partial(self._bad,
                                                               _why_bad(payload, e)))
         return self._take(chunks)
@@ -309,7 +316,7 @@ class StreamReader:
                 continue
             if len(choices) == 1:  # the usual event: one choice, one text, nothing else
                 ch = choices[0]
-                if (ch.index == 0 and ch.finish_reason is None and ch.token_ids is None
+                if (ch.index == 0 and not ch.finish_reason and ch.token_ids is None
                         and ch.logprobs is None):
                     d = ch.delta
                     if d is None:
@@ -341,7 +348,7 @@ class StreamReader:
     def _choice(self, ch: _Choice) -> tuple[int, int]:
         """Tokens and reasoning tokens one choice of one event carried."""
         self._seen.add(ch.index)
-        if ch.finish_reason is not None:
+        if ch.finish_reason:  # null, or TGI's "" before the end: not finished
             self._fin.add(ch.index)
             if ch.index == 0 or not self.finish_reason:
                 self.finish_reason = ch.finish_reason
@@ -373,7 +380,9 @@ class StreamReader:
             self._ids = True
         else:
             lp = ch.logprobs
-            if lp is not None:
+            if isinstance(lp, list):  # a bare list: one entry per token
+                exact = len(lp)
+            elif lp is not None:
                 entries = lp.content if lp.content is not None else lp.tokens
                 if entries is not None:
                     exact = len(entries)

@@ -45,6 +45,7 @@ class LengthTally:
         self.demanded = 0
         self.exact = self.exact_off = self.other = self.other_over = 0
         self.examples: list[str] = []
+        self.probes = 0
 
     def add(self, r: RequestRecord) -> None:
         if r.server_input_tokens >= 0:
@@ -68,12 +69,20 @@ class LengthTally:
                     self.other_over += 1
                     self._example(r)
 
+    def add_probe(self, planned: int, served: int) -> None:
+        """One probe request's prompt (the run's first sample, sent before the run)."""
+        self.planned.append(planned)
+        self.served.append(served)
+        self.probes += 1
+
     def _example(self, r: RequestRecord) -> None:
         if len(self.examples) < 3:
             self.examples.append(f"request {r.seq}: usage {r.output_tokens}, streamed "
                                  f"{r.stream_tokens} ({r.token_basis})")
 
     def findings(self, overhead: int | None, probe: str = "") -> list[Finding]:
+        if self.probes:
+            probe = f"; {self.probes} of them a probe request sent before the run" + probe
         found = [input_length_agreement(self.planned, self.served, overhead, probe=probe),
                  output_length(dict(self.short), self.demanded),
                  stream_usage_agreement(self.exact, self.exact_off, self.other,
@@ -82,7 +91,7 @@ class LengthTally:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "prompt_tokens_reported": len(self.served),
+            "prompt_tokens_reported": len(self.served) - self.probes,
             "exact_output_demanded": self.demanded,
             "short_answers": {k or "none": len(v) for k, v in sorted(self.short.items())},
             "usage_checked": {"exact": self.exact, "exact_disagree": self.exact_off,

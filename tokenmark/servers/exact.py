@@ -16,6 +16,12 @@ every token's write time, all from ``time.perf_counter_ns`` (CLOCK_MONOTONIC, th
 tokenmark's records use), keyed by the client's ``X-Request-Id`` header. Tests and
 ``bench/`` compare client records with these rows.
 
+Real servers' write patterns: ``step_tokens`` tokens are written together at each step,
+each its own event (several events per client read, as when a batched server's step
+outruns the client), and ``adversarial`` draws every token's text from
+:func:`~tokenmark.servers.render.adversarial_texts` (the words and bytes that fooled the
+old byte scanner; the whole text is kept in the truth row).
+
 Faults (``faults``, cycled by the order requests arrive in) produce each failure a
 client must classify; the vocabulary, and what each fault does, is
 :mod:`tokenmark.servers.faults` (shared with the emulated server).
@@ -41,6 +47,7 @@ from tokenmark.servers.http_base import Conn, Head, error_body
 from tokenmark.servers.render import (
     HEAD_CLOSE,
     HEAD_SSE,
+    adversarial_texts,
     json_response,
     render_full,
     render_stream,
@@ -70,6 +77,12 @@ class ExactConfig:
     record_headers: tuple[str, ...] = ()
     #: Chat answers begin with this many ``reasoning_content`` tokens (reasoning models).
     reasoning_tokens: int = 0
+    #: Tokens written together at each step (``itl_ns`` apart), each its own event: a
+    #: client reads several events per socket read.
+    step_tokens: int = 1
+    #: Token texts drawn per request from ``render.adversarial_texts`` (seeded by the
+    #: request's arrival order; kept in its truth row) instead of plain words.
+    adversarial: bool = False
 
 
 class ExactServer:
@@ -214,7 +227,11 @@ class ExactServer:
         include_usage = bool(opts.get("include_usage")) if isinstance(opts, dict) else False
         chunked = cfg.framing == "chunked"
         reasoning = min(cfg.reasoning_tokens, n) if chat else 0
-        sb = render_stream(chat, n, cfg.model, include_usage, cfg.sep, chunked, reasoning)
+        texts = adversarial_texts(n, truth.ordinal) if cfg.adversarial else None
+        if texts is not None:
+            truth.text = "".join(texts)
+        sb = render_stream(chat, n, cfg.model, include_usage, cfg.sep, chunked, reasoning,
+                           texts)
         usage_ev = (sb.usage_event(truth.prompt_tokens, n + extra, cfg.cached_tokens,
                                    reasoning) if include_usage else b"")
         first_due = t_base + cfg.ttft_ns
@@ -283,16 +300,17 @@ class ExactServer:
         if st.conn.closed:
             return
         itl = self.config.itl_ns
+        step = max(1, self.config.step_tokens)
         first_due = st.first_due
         stop = st.cut if st.cut >= 0 else st.n
         end = st.k
         if itl == 0:
             end = stop
-        else:
-            while end < stop and first_due + end * itl <= now:
+        else:  # token k is due at step k // step
+            while end < stop and first_due + (end // step) * itl <= now:
                 end += 1
         if st.emit(end) == MORE:
-            self._push(first_due + st.k * itl, st)
+            self._push(first_due + (st.k // step) * itl, st)
 
 
 class _Timed(OutStream):

@@ -31,11 +31,13 @@ from tokenmark import __version__
 from tokenmark.tokenizer import BuiltinTokenizer
 
 __all__ = [
+    "ADVERSARIAL",
     "CHUNK_END",
     "HEAD_CLOSE",
     "HEAD_SSE",
     "CyclicStreamBody",
     "StreamBody",
+    "adversarial_texts",
     "chunk",
     "json_response",
     "render_cyclic",
@@ -163,18 +165,48 @@ def _done(sep: bytes, chunked: bool) -> bytes:
 @lru_cache(maxsize=256)
 def render_stream(
     chat: bool, n: int, model: str, include_usage: bool, sep: bytes = b"\n\n",
-    chunked: bool = True, reasoning: int = 0,
+    chunked: bool = True, reasoning: int = 0, texts: tuple[str, ...] | None = None,
 ) -> StreamBody:
     """The events of a streamed response of ``n`` tokens (cached).
 
     ``reasoning``: chat's first tokens come as ``delta.reasoning_content``, as reasoning
     models stream them (vLLM's reasoning parsers), the rest as ``delta.content``.
+    ``texts``: the tokens' texts (default: :func:`token_words`).
     """
     event = _event_maker(chat, model, include_usage, sep, chunked)
     prologue = _prologue(chat, model, include_usage, sep, chunked)
-    tokens = tuple(event(w, k == n - 1, chat and k < reasoning)
-                   for k, w in enumerate(token_words(n)))
+    words = token_words(n) if texts is None else texts
+    tokens = tuple(event(w, k == n - 1, chat and k < reasoning) for k, w in enumerate(words))
     return StreamBody(prologue, tokens, _done(sep, chunked), chat, model, sep, chunked)
+
+
+#: Texts that fooled a byte scanner, and what no text may break: first letters that
+#: look like keys' ("else", "return"), key names, SSE framing, quotes, escapes.
+ADVERSARIAL = ("else", " each", "end", "return", " reasoning", "error", '"error": {',
+               "content", '"text": "', "data: [DONE]\n\n", "data:", "\n\n", "\r\n\r\n",
+               "\r", ": ping", "[DONE]", '"', "\\", "\\u0041", "\u00e9", "\u8bed",
+               "\U0001f642", "\u2028", "{", "}")
+
+
+def adversarial_texts(n: int, seed: int) -> tuple[str, ...]:
+    """``n`` token texts, each one piece of :data:`ADVERSARIAL` or random Unicode (no
+    surrogates), drawn from ``seed``: every first letter, every escape JSON has."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        if rng.random() < 0.5:
+            out.append(rng.choice(ADVERSARIAL))
+        else:
+            k = rng.randint(1, 4)
+            chars: list[str] = []
+            while len(chars) < k:
+                c = rng.randint(32, 0x2FFFF) if rng.random() < 0.3 else rng.randint(32, 126)
+                if not 0xD800 <= c <= 0xDFFF:
+                    chars.append(chr(c))
+            out.append("".join(chars))
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
