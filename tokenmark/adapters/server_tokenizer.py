@@ -4,9 +4,10 @@ When no local copy of the model's tokenizer is at hand, exact-length prompts are
 through the server's own tokenize and detokenize endpoints. :class:`ServerTokenizer`
 meets :class:`~tokenmark.tokenizer.VocabularyTokenizer`, so synthetic prompts are made
 exactly as with a local tokenizer (:func:`~tokenmark.tokenizer.exact_text`): drawn word
-ids are turned into text locally (each word's text was asked once) and the text is
-tokenized by the server, one round trip per prompt, re-tried with trimmed ids in the
-rare case the server splits the text differently.
+ids are turned into text locally when the words' texts carry their leading space (byte-
+level BPE; each word's text was asked once, else the server detokenizes them), and the
+text is tokenized by the server: one round trip per prompt, re-tried with trimmed ids in
+the rare case the server splits the text differently.
 
 Shapes supported (the first that answers is used; all are ``POST`` with JSON):
 
@@ -52,7 +53,7 @@ SHAPES: dict[str, tuple[str, str, str, str]] = {
     "llama.cpp": ("/tokenize", "/detokenize", "content", "content"),
     "llama-cpp-python": ("/extras/tokenize", "/extras/detokenize", "input", "text"),
 }
-_WORD = re.compile(r"^ [a-z]{2,12}$")
+_WORD = re.compile(r"^ ?[a-z]{2,12}$")
 #: Candidate words (each with a leading space) whose single-token ids prompts draw from.
 _CANDIDATES = (
     "the of and to in is was for on that with as by at from his it an were are which "
@@ -65,7 +66,10 @@ _CANDIDATES = (
     "early under power light north south east west river small large great long high "
     "before against because through water point order number market report system "
     "public service history court church record album series station village center "
-    "general police model field building market side young woman night light story"
+    "general police model field building market side young woman night light story "
+    "ban bar bas bel dan del den dis fan gal kan lan lar man mar mas mel men nal pan par "
+    "pas pen per ran ras sal san sel sen tan tar tel ten ter van var ven ver zen lin kin "
+    "sin tin din pin bin fin min vin"
 ).split()
 
 
@@ -90,6 +94,8 @@ class ServerTokenizer:
         self.shape = shape or self._detect()
         self._special = len(self._tokenize(""))
         self._pieces = self._vocabulary()
+        #: Word pieces that carry their leading space join into text without a round trip
+        self._spaced = all(p.startswith(" ") for p in self._pieces.values())
 
     # -- the Tokenizer protocol -----------------------------------------------------------
     @property
@@ -111,8 +117,8 @@ class ServerTokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         pieces = self._pieces
-        if all(i in pieces for i in ids):
-            return "".join(pieces[i] for i in ids)
+        if self._spaced and all(i in pieces for i in ids):
+            return "".join(pieces[i] for i in ids)  # byte-level BPE: pieces carry spaces
         return self._detokenize(list(ids))
 
     def count(self, text: str) -> int:

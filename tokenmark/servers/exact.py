@@ -10,6 +10,9 @@ whose next token is due gets it (several in one write if the server fell behind)
 ``spin_ns`` makes the loop busy-wait the last stretch before a deadline instead of
 trusting the event loop's millisecond timer.
 
+``POST /tokenize`` and ``/detokenize`` answer as vLLM's do, with tokenmark's built-in
+tokenizer (whose words the server counts as prompt tokens).
+
 Every generation request leaves a :class:`Truth` row: when the request was read, when
 the first and last tokens were written, when the response ended, and (``truth_tokens``)
 every token's write time, all from ``time.perf_counter_ns`` (CLOCK_MONOTONIC, the clock
@@ -52,8 +55,11 @@ from tokenmark.servers.render import (
     render_full,
     render_stream,
 )
+from tokenmark.tokenizer import BuiltinTokenizer
 
 __all__ = ["ExactConfig", "ExactServer", "Truth"]
+
+_TOKENIZER = BuiltinTokenizer()
 
 
 @dataclass(frozen=True)
@@ -152,6 +158,9 @@ class ExactServer:
             else:
                 conn.finish(self._models)
             return
+        if method == "POST" and path in ("/tokenize", "/detokenize"):
+            conn.finish(self._tokenizer(path, body))
+            return
         chat = path == "/v1/chat/completions"
         if method != "POST" or not (chat or path == "/v1/completions"):
             conn.finish(json_response(404, error_body(f"no route {method} {path}", 404)))
@@ -207,6 +216,20 @@ class ExactServer:
                 conn, req, chat, truth, fault, t_recv + delay))
             return
         self._answer(conn, req, chat, truth, fault, t_recv)
+
+    def _tokenizer(self, path: str, body: bytes) -> bytes:
+        """vLLM's ``/tokenize`` and ``/detokenize`` with the built-in tokenizer (the one
+        whose words the server counts): ``--tokenizer server`` tested without a model."""
+        try:
+            req = json.loads(body)
+            if path == "/tokenize":
+                ids = _TOKENIZER.encode(str(req["prompt"]))
+                return json_response(200, {"count": len(ids), "max_model_len": 0,
+                                           "tokens": ids})
+            return json_response(200, {"prompt": _TOKENIZER.decode(
+                [int(t) for t in req["tokens"]])})
+        except (ValueError, KeyError, TypeError):
+            return json_response(400, error_body("bad tokenize request", 400))
 
     def _answer(self, conn: Conn, req: dict[str, Any], chat: bool, truth: Truth,
                 fault: Fault, t_base: int) -> None:
