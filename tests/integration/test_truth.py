@@ -178,7 +178,7 @@ _EVAL = re.compile(r"eval time =.*/\s+(\d+) runs")
 def served_tokens(log: str) -> list[int]:
     """Tokens llama.cpp generated per request, from its own log: ``eval time = ... / N
     runs`` (each run decodes one sampled token; the first comes out of the prompt's
-    evaluation, so a request generated N + 1)."""
+    evaluation and the last is never decoded, so an answer of 128 tokens shows 127)."""
     return [int(m) + 1 for m in _EVAL.findall(log)]
 
 
@@ -208,9 +208,9 @@ def test_counts_lengths_and_errors_equal_the_servers_own(tmp_path, backend):
     assert {"e", "r"} <= letters and len(letters) >= 15  # answers of every kind of word
     overhead = res.document["lengths"]["probe"]["overhead"]
     if backend == "llamacpp":
-        # the server's log: 16 answers and the 2 prompt probes (1 token each), 128 each
+        # the server's log: the 2 prompt probes (max_tokens 1) and 16 answers of 128
         served = served_tokens(log)
-        assert sorted(served) == [1, 1] + [128] * 16, served
+        assert len(served) == 18 and sorted(served)[2:] == [128] * 16, served
         for r in recs:  # no usage in its streams: each token's logprobs entry counts
             assert r.token_basis == "logprobs" and r.stream_tokens == 128
             assert r.demanded_output_tokens == 128 and r.server_input_tokens == -1
@@ -281,3 +281,62 @@ def test_answers_cut_short_are_counted_by_finish_reason(tmp_path):
     assert not res.verdicts.valid
     empties = [r for r in recs if r.error is ErrorClass.EMPTY_RESPONSE]
     assert all(r.done_ns >= 0 and not r.chunk_ns for r in empties)
+
+
+# -- issue 25 items 7 and 8; records from worker processes ------------------------------
+
+
+def test_serve_fault_usage_fires_the_usage_finding_through_the_cli(tmp_path):
+    """``tokenmark serve --fault usage:5=...``: the emulated server's usage overstates its
+    stream by 5 tokens; it names itself ``tokenmark/`` (one token per event), so the
+    comparison is exact and the finding fails."""
+    port = free_port()
+    serve = ThirdPartyServer([sys.executable, "-m", "tokenmark", "serve", "--port", str(port),
+                              "--fault", "usage:5=0.5"], port, tmp_path / "serve.log")
+    with serve:
+        res = subprocess.run(
+            [sys.executable, "-m", "tokenmark", "run", "-s", "closed", "--concurrency", "4",
+             "--dataset-size", "16", "--input-len", "16", "--output-len", "8",
+             "--min-queries", "16", "--max-queries", "16", "--min-duration", "0",
+             "--url", serve.url, "--no-db", "-o", str(tmp_path / "o")],
+            capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1, res.stderr
+    doc = json.loads((tmp_path / "o" / "results.json").read_text())
+    f = {x["rule"]: x for x in doc["verdicts"]["tokenmark"]["findings"]}
+    recs = list(read_records(tmp_path / "o" / "records.jsonl"))
+    off = sum(1 for r in recs if r.output_tokens - r.stream_tokens == 5)
+    assert off > 0 and all(r.output_tokens - r.stream_tokens in (0, 5) for r in recs)
+    assert not f["stream_usage_agreement"]["passed"]
+    assert f["stream_usage_agreement"]["observed"].startswith(f"{off} of {len(recs)}")
+
+
+def test_an_event_over_the_cap_is_a_malformed_stream(tmp_path):
+    with ServerProcess(["--faults", "oversize:40000,ok"], truth=tmp_path / "t.jsonl") as srv:
+        cfg = OpenAIConfig(urls=(srv.url,), max_event_bytes=16384)
+        ds = SyntheticDataset(4, LengthDistribution.parse("8"), LengthDistribution.parse("6"))
+        res, recs, _ = run(tmp_path / "run", closed(4, 1), ds, cfg)
+        _, big, _ = run(tmp_path / "big", closed(2, 1), ds, OpenAIConfig(urls=(srv.url,)))
+    bad = [r for r in recs if r.error is not None]
+    assert len(bad) == 2 and all(r.error is ErrorClass.MALFORMED for r in bad)
+    assert all("larger than 16,384 bytes" in r.error_detail for r in bad)
+    assert sum(r.ok for r in recs) == 2
+    assert all(r.ok and r.output_tokens == 6 for r in big)  # under the default cap
+
+
+def test_records_from_worker_processes_carry_the_new_fields(tmp_path):
+    from tokenmark.adapters.workers import WorkerPoolSUT
+
+    with ServerProcess(["--faults", "ok,usage:3"], truth=tmp_path / "t.jsonl") as srv:
+        cfg = OpenAIConfig(urls=(srv.url,), ignore_eos=True, max_tokens=12)
+        ds = SyntheticDataset(8, LengthDistribution.parse("10"), LengthDistribution.parse("12"))
+        res = run_benchmark(closed(8, 4), ds, lambda c: WorkerPoolSUT(c, cfg, workers=1),
+                            tmp_path / "w", drain_timeout_s=60)
+    recs = list(read_records(tmp_path / "w" / "records.jsonl"))
+    assert len(recs) == 8 and res.summary.failed == 0
+    for r in recs:
+        assert r.finish_reason == "length" and r.stream_tokens == 12
+        assert r.token_basis == "events" and r.demanded_output_tokens == 12
+        assert r.server_input_tokens == r.input_tokens == 10
+    assert sorted(r.output_tokens for r in recs) == [12] * 4 + [15] * 4
+    f = findings(res)
+    assert not f["stream_usage_agreement"].passed and f["output_length"].passed
