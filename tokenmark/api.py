@@ -488,9 +488,12 @@ def run_title(system: SystemUnderTest | RunDriver, benchmark: str, scenario: str
 
 async def probe_prompts(system: PromptProbe, dataset: Dataset) -> dict[str, Any]:
     """Measure once what the server adds to every prompt (a chat template's tokens, a
-    BOS token): one request whose prompt is one word of the dataset's tokenizer. Not
-    measured for datasets whose samples are conversations (the template adds tokens per
-    message there)."""
+    BOS token): one request whose prompt is one word of the dataset's tokenizer, and one
+    with the first sample's prompt (checked even when the stream reports no prompt
+    tokens). Not measured for datasets whose samples are conversations (the template adds
+    tokens per message there), nor when the system's ``length_probe`` is off."""
+    if not getattr(system, "length_probe", True):
+        return {"overhead": None, "note": "; not judged: the length probe is off"}
     first = dataset.sample(0)
     msgs = first.messages if first.is_chat else None
     if msgs is not None and len(msgs) > 1:

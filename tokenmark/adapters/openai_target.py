@@ -93,6 +93,10 @@ class OpenAIConfig:
     check_models: bool = True
     #: The largest server-sent event accepted; a larger one is a malformed stream.
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    #: Before the run, two requests of one token each measure what the server adds to a
+    #: prompt and check the first sample's length (the ``input_length_agreement``
+    #: finding); off: no request but the run's reaches the server.
+    length_probe: bool = True
     #: What the server says it runs (its ``Server`` header, or the ``owned_by`` of the
     #: model it lists); filled by :func:`check_target`, "" when it does not say.
     served_by: str = ""

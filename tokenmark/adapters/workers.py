@@ -263,6 +263,11 @@ class WorkerPoolSUT:
     def request_id(self, seq: int) -> str:
         return request_id(self._run_id, seq)
 
+    @property
+    def length_probe(self) -> bool:
+        """Whether :meth:`prompt_overhead` may send its probe requests."""
+        return self.config.length_probe
+
     async def prompt_overhead(self, text: str, planned: int) -> int | None:
         """The tokens the server adds to a prompt (``tokenmark.sut.PromptProbe``)."""
         served = await measure_prompt(self.config, text)

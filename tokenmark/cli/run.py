@@ -253,6 +253,9 @@ def run(
         help="A JSON object merged into every request body.", rich_help_panel=TG)] = "",
     model_check: Annotated[bool, typer.Option(
         help="Check GET /v1/models before the run.", rich_help_panel=TG)] = True,
+    length_probe: Annotated[bool, typer.Option(
+        help="Send two one-token requests before the run to measure the chat template's "
+        "tokens and check the first prompt's length.", rich_help_panel=TG)] = True,
     max_event_bytes: Annotated[int, typer.Option(
         help="The largest server-sent event accepted; a larger one fails its request as a "
         "malformed stream.", rich_help_panel=TG)] = DEFAULT_MAX_EVENT_BYTES,
@@ -474,6 +477,7 @@ def run(
                 check_models=model_check,
                 keep_text=logs_outputs,
                 max_event_bytes=max_event_bytes,
+                length_probe=length_probe,
             )
             if logs_outputs and spec_w.tokenizer in ("builtin", "server"):
                 raise ConfigError("logging outputs of an HTTP target needs the model's "
