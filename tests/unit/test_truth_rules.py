@@ -129,3 +129,15 @@ def test_the_tally_feeds_the_findings_from_records():
     assert found["stream_usage_agreement"].observed.startswith(
         "1 of 2 requests with exact per-event counts disagree")
     assert t.to_json()["short_answers"] == {"none": 1}
+
+
+def test_a_recounted_answer_is_short_only_beyond_the_tokenizers_slack():
+    """A count re-encoded from the text may differ by a token at the edges: 2% + 1."""
+    t = LengthTally()
+    for seq, out in enumerate((128, 126, 125, 124)):  # floor: 128 - 1 - 2 = 125
+        t.add(rec(seq, output_tokens=out, demanded_output_tokens=128, stream_tokens=out,
+                  token_source=TokenSource.TOKENIZER, token_basis="chunks",
+                  finish_reason="length"))
+    t.add(rec(9, output_tokens=127, demanded_output_tokens=128, stream_tokens=127,
+              token_basis="events", finish_reason="length"))  # the server's own count
+    assert dict(t.short) == {"length": [4, 1]}

@@ -6,7 +6,9 @@ what :mod:`tokenmark.rules` needs:
 - ``input_length_agreement``: each request's planned prompt length beside the server's
   ``prompt_tokens`` (only where the server reported it);
 - ``output_length``: answers shorter than the length their request demanded exactly
-  (``ignore_eos``), by finish reason, with how many tokens each missed;
+  (``ignore_eos``), by finish reason, with how many tokens each missed (a count that is
+  not the server's or exact per event, but re-encoded from the text by a client
+  tokenizer, is short only when it misses more than 1 token and 2%);
 - ``stream_usage_agreement``: ``usage.completion_tokens`` against the tokens counted
   from the stream, exact where the per-event counts are (token ids, logprobs, a server
   known to stream one token per event), else only "never fewer than streamed".
@@ -53,10 +55,15 @@ class LengthTally:
             self.served.append(r.server_input_tokens)
         if r.error is not None or r.done_ns < 0:
             return
-        if r.demanded_output_tokens > 0:
+        want = r.demanded_output_tokens
+        if want > 0:
             self.demanded += 1
-            if r.output_tokens < r.demanded_output_tokens:
-                self.short[r.finish_reason].append(r.demanded_output_tokens - r.output_tokens)
+            exact = r.token_source is TokenSource.USAGE or r.token_basis in EXACT_BASES
+            # a count re-encoded from the text (a client tokenizer) may merge or split a
+            # token or two at the edges: short only beyond that
+            floor = want if exact else want - 1 - int(0.02 * want)
+            if r.output_tokens < floor:
+                self.short[r.finish_reason].append(want - r.output_tokens)
         if r.token_source is TokenSource.USAGE and r.stream_tokens >= 0:
             if r.token_basis in EXACT_BASES:
                 self.exact += 1
