@@ -39,6 +39,7 @@ from tokenmark.errors import (
 from tokenmark.loadgen.remote import RunDriver
 from tokenmark.loadgen.runner import Runner, RunnerStats, RunOutcome
 from tokenmark.metrics.endpoints import EndpointBreakdown
+from tokenmark.metrics.lengths import LengthTally
 from tokenmark.metrics.summary import Accumulator, Summary, summarize
 from tokenmark.mllog import RunFacts
 from tokenmark.output.accuracy import AccuracyRecorder, accuracy_recorder
@@ -59,7 +60,8 @@ from tokenmark.scenarios import Schedule, build_schedule, timed_trace
 from tokenmark.servers.emulated import EmulatedConfig, EmulatedServer, spec_arguments
 from tokenmark.servers.process import ServerProcess
 from tokenmark.settings import EffectiveSettings, Scenario, effective
-from tokenmark.sut import ResponseHandle, SystemUnderTest
+from tokenmark.sut import PromptProbe, ResponseHandle, SystemUnderTest
+from tokenmark.tokenizer import exact_text
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -304,9 +306,11 @@ def run_benchmark(
     else:
         system = driver
     started = dt.datetime.now(dt.UTC)
+    lengths = LengthTally()
+    probes: dict[str, Any] = {}
     coro = _run_async(eff, schedule, dataset, local, clock, output_dir, progress,
-                      drain_timeout_s, recorder, record_consumers, stop_when, factory, driver,
-                      watchers)
+                      drain_timeout_s, recorder, [*record_consumers, lengths.add], stop_when,
+                      factory, driver, watchers, probes)
     if isinstance(clock, FakeClock):
         outcome, summary, verdicts, anchor, per_endpoint = run_virtual(coro, clock)
     else:
@@ -317,11 +321,17 @@ def run_benchmark(
         section, found = w.finish(summary, output_dir)
         sections[w.key] = section
         extra.extend(found)
+    if probes.get("overhead") is not None:
+        s0 = probes.get("sample0")
+        if s0 is not None:
+            lengths.add_probe(s0["planned"], s0["served"])
+        extra.extend(lengths.findings(probes["overhead"], probes.get("note", "")))
     if extra:
         verdicts = with_findings(verdicts, extra)
     doc = _document(layered, eff, dataset, system, summary, verdicts, outcome, started,
                     anchor, virtual_time)
     doc.update(sections)
+    doc["lengths"] = {**lengths.to_json(), "probe": probes}
     if recorder is not None:
         doc["accuracy_log"] = recorder.stats.to_json()
     if driver is not None:
@@ -356,6 +366,7 @@ async def _run_async(
     factory: Callable[[Clock], SystemUnderTest] | None = None,
     driver: RunDriver | None = None,
     watchers: Sequence[RunWatcher] = (),
+    probes: dict[str, Any] | None = None,
 ) -> tuple[RunOutcome, Summary, Verdicts, tuple[int, int], dict[str, Any]]:
     sink = JsonlRecordSink(output_dir / RECORDS_FILE)
     acc = Accumulator()
@@ -389,6 +400,8 @@ async def _run_async(
     reporter: asyncio.Task[None] | None = None
     if system is not None:
         await system.start()
+        if probes is not None and isinstance(system, PromptProbe):
+            probes.update(await probe_prompts(system, dataset))
     anchor = wall_anchor()
     started_watchers: list[RunWatcher] = []
     try:
@@ -418,10 +431,19 @@ async def _run_async(
                       reason=outcome.interrupt_reason)
     summary = summarize(data, eff)
     gaps = outcome.closed_gaps_ns
+    causes: dict[str, Any] = {}
+    for w in watchers:  # the client monitor measured what a late send can be blamed on
+        figures = getattr(w, "client_figures", None)
+        if callable(figures):
+            causes.update(figures())
+    stats = getattr(system, "stats", None)  # an HTTP SUT's per-endpoint statistics
+    if isinstance(stats, list) and stats and hasattr(stats[0], "connect_waits"):
+        causes["connect_waits"] = sum(st.connect_waits for st in stats)
     client = ClientStats(
         issue_span_ns=outcome.issue_span_ns,
         closed_gap_p99_ns=int(np.sort(gaps)[int(gaps.size * 0.99)]) if gaps.size else 0,
         closed_gap_count=int(gaps.size),
+        **causes,
     )
     verdicts = evaluate(summary, eff, client)
     data.itl.close()
@@ -457,6 +479,49 @@ def _run_facts(
         server_token_limits_ns=limits,
         pid=os.getpid(),
     )
+
+
+def run_title(system: SystemUnderTest | RunDriver, benchmark: str, scenario: str) -> str:
+    """What a run measured, for titles and lists: an HTTP target's served model and server
+    software; otherwise the benchmark preset."""
+    d = system.describe()
+    if "served_model" in d:
+        return f"{system.name} · {scenario}"
+    return f"{benchmark} {scenario}"
+
+
+async def probe_prompts(system: PromptProbe, dataset: Dataset) -> dict[str, Any]:
+    """Measure once what the server adds to every prompt (a chat template's tokens, a
+    BOS token): one request whose prompt is one word of the dataset's tokenizer, and one
+    with the first sample's prompt (checked even when the stream reports no prompt
+    tokens). Not measured for datasets whose samples are conversations (the template adds
+    tokens per message there), nor when the system's ``length_probe`` is off."""
+    if not getattr(system, "length_probe", True):
+        return {"overhead": None, "note": "; not judged: the length probe is off"}
+    first = dataset.sample(0)
+    msgs = first.messages if first.is_chat else None
+    if msgs is not None and len(msgs) > 1:
+        return {"overhead": None, "note": "; not judged: samples hold several messages"}
+    tok = getattr(dataset, "tokenizer", None)
+    words = tok.word_ids() if tok is not None and hasattr(tok, "word_ids") else None
+    if tok is None or not words:
+        return {"overhead": None, "note": "; not judged: no tokenizer vocabulary to probe"}
+    text, ids = exact_text(tok, [words[len(words) // 2]])
+    try:
+        overhead = await system.prompt_overhead(text, len(ids))
+        # the first sample's prompt too: a server whose stream reports no prompt_tokens
+        # (llama.cpp) is still checked on one real prompt
+        extra = None if overhead is None or first.is_chat else await system.prompt_overhead(
+            first.prompt, first.input_tokens)
+    except (OSError, TimeoutError, ConnectionError) as e:
+        return {"overhead": None, "note": f"; not judged: the probe failed ({e})"}
+    note = "" if overhead is not None else "; not judged: the probe got no prompt_tokens"
+    out: dict[str, Any] = {"overhead": overhead, "text": text, "planned": len(ids),
+                           "note": note}
+    if extra is not None and overhead is not None:
+        out["sample0"] = {"planned": first.input_tokens,
+                          "served": first.input_tokens + extra}
+    return out
 
 
 def _install_sigint(loop: asyncio.AbstractEventLoop, runner: Runner | RunDriver) -> bool:
@@ -509,6 +574,7 @@ def _document(
             "benchmark": r.benchmark,
             "scenario": r.scenario.value,
             "mode": r.mode.value,
+            "title": run_title(system, r.benchmark, r.scenario.value),
             "sut": {"name": system.name, **system.describe()},
             "dataset": {"name": dataset.name, "size": len(dataset),
                         "fingerprint": dataset.fingerprint, **describe_dataset(dataset)},

@@ -5,7 +5,9 @@ Each message is a frame: a 4-byte little-endian length, then a kind byte and its
 UTF-8. Parent to worker: ``C`` configuration (JSON, first), ``S`` clock ping, ``I``
 issue, ``X`` stop. Worker to parent: ``R`` ready (JSON), ``s`` clock pong, ``D`` done
 (the send time and the token times of a whole request, in two arrays: one message per
-request), ``F`` failed, ``Z`` final per-endpoint statistics (JSON).
+request), ``E`` the details of an answer (finish reason, stream tokens and how they were
+counted; sent just before its ``D`` or ``F``), ``F`` failed, ``Z`` final per-endpoint
+statistics (JSON).
 
 :class:`FrameReader` splits a byte stream into frames; :func:`frame` builds one.
 """
@@ -15,9 +17,11 @@ from __future__ import annotations
 import struct
 from array import array
 
-from tokenmark.records import ErrorClass, TokenSource
+from tokenmark.records import ErrorClass, ResponseDetails, TokenSource
 
 __all__ = [
+    "BASES",
+    "DETAILS",
     "DONE",
     "ERRORS",
     "FAIL",
@@ -26,8 +30,10 @@ __all__ = [
     "PONG",
     "SOURCES",
     "FrameReader",
+    "details_message",
     "done_message",
     "frame",
+    "parse_details",
     "parse_done",
 ]
 
@@ -41,6 +47,9 @@ ISSUE = struct.Struct("<qi")  # seq, endpoint; + the rendered request body
 # b"\x01" + text
 DONE = struct.Struct("<qqqiiiiiii")
 FAIL = struct.Struct("<qqqi")  # seq, sent, t, error; + detail
+DETAILS = struct.Struct("<qii")  # seq, stream tokens, token basis; + finish reason
+#: The values of ``RequestRecord.token_basis``, by their index in ``E`` messages.
+BASES = ["", "ids", "logprobs", "events", "usage", "chunks"]
 
 SOURCES = list(TokenSource)
 ERRORS = list(ErrorClass)
@@ -78,6 +87,18 @@ def parse_done(payload: memoryview) -> tuple[int, int, int, int | None, TokenSou
         payload) > pos else None
     return (seq, sent, t, None if out < 0 else out, SOURCES[src], None if inp < 0 else inp,
             alt, cached, reasoning, times, counts, text)
+
+
+def details_message(seq: int, d: ResponseDetails) -> bytes:
+    return frame(b"E", DETAILS.pack(seq, d.stream_tokens, BASES.index(d.token_basis))
+                 + d.finish_reason.encode("utf-8", "replace"))
+
+
+def parse_details(payload: memoryview) -> tuple[int, ResponseDetails]:
+    seq, stream, basis = DETAILS.unpack_from(payload, 0)
+    finish = bytes(payload[DETAILS.size:]).decode("utf-8", "replace")
+    return seq, ResponseDetails(finish_reason=finish, stream_tokens=stream,
+                                token_basis=BASES[basis])
 
 
 class FrameReader:

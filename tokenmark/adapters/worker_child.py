@@ -28,7 +28,7 @@ from tokenmark.adapters.clocksync import boot_id
 from tokenmark.adapters.openai_http import OpenAIHttpSUT
 from tokenmark.adapters.openai_target import OpenAIConfig
 from tokenmark.clock import MonotonicClock
-from tokenmark.records import ErrorClass, TokenSource
+from tokenmark.records import ErrorClass, ResponseDetails, TokenSource
 
 __all__ = ["main"]
 
@@ -60,6 +60,10 @@ class _Relay:
 
     def reasoning_usage(self, tokens: int) -> None:
         self.reasoning_tokens = tokens
+
+    def details(self, d: ResponseDetails) -> None:
+        """Sent at once, so it reaches the parent before the request's D or F."""
+        self.child.send(ipc.details_message(self.seq, d))
 
     def complete(
         self,

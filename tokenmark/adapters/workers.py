@@ -37,12 +37,17 @@ from typing import Any, cast
 
 from tokenmark.adapters import ipc
 from tokenmark.adapters.clocksync import ClockSync, boot_id, estimate
-from tokenmark.adapters.openai_http import BodyRenderer, EndpointStats, request_id
-from tokenmark.adapters.openai_target import OpenAIConfig, api_key, probe
+from tokenmark.adapters.openai_http import (
+    BodyRenderer,
+    EndpointStats,
+    measure_prompt,
+    request_id,
+)
+from tokenmark.adapters.openai_target import OpenAIConfig, api_key, http_name, probe
 from tokenmark.adapters.pool import parse_base_url
 from tokenmark.clock import Clock, FakeClock, MonotonicClock
 from tokenmark.errors import ConfigError, TargetError
-from tokenmark.records import ErrorClass, Query
+from tokenmark.records import ErrorClass, Query, ResponseDetails
 from tokenmark.sut import ResponseHandle
 
 __all__ = ["WorkerPoolSUT"]
@@ -82,6 +87,8 @@ class _Link(asyncio.Protocol):
         for kind, payload in self.reader.feed(data):
             if kind == 68:  # "D"
                 pool._done(self, payload)
+            elif kind == 69:  # "E"
+                pool._details(payload)
             elif kind == 70:  # "F"
                 pool._failed(self, payload)
             elif kind == 115:  # "s"
@@ -131,7 +138,7 @@ class WorkerPoolSUT:
     # -- the SystemUnderTest contract ------------------------------------------------------
     @property
     def name(self) -> str:
-        return "openai-http"
+        return http_name(self.config)
 
     def describe(self) -> dict[str, str]:
         cfg = self.config
@@ -140,6 +147,8 @@ class WorkerPoolSUT:
             "api": cfg.api,
             "stream": str(cfg.stream).lower(),
             "model": cfg.model,
+            "served_model": cfg.model,
+            "server_software": cfg.served_by or "not said",
             "urls": " ".join(self.labels),
             "routing": cfg.routing,
             "tokenizer": cfg.tokenizer or "none",
@@ -161,7 +170,7 @@ class WorkerPoolSUT:
         cfg = self.config
         if cfg.check_models:
             target = await probe(cfg, api_key(cfg))
-            cfg = replace(cfg, model=target.model)
+            cfg = replace(cfg, model=target.model, served_by=cfg.served_by or target.software)
         self.config = cfg
         self._renderer = BodyRenderer(cfg)
         loop = asyncio.get_running_loop()
@@ -238,6 +247,10 @@ class WorkerPoolSUT:
         for other in links:  # the least busy worker, ties in turn
             if other.in_flight < link.in_flight:
                 link = other
+        renderer = self._renderer
+        if renderer.exact_output and hasattr(handle, "details"):  # a DetailsHandle
+            handle.details(ResponseDetails(
+                demanded_output_tokens=renderer.output_tokens(query.sample)))
         self._pending[query.seq] = (handle, ep, link)
         link.in_flight += 1
         self._in_flight[ep] += 1
@@ -249,6 +262,16 @@ class WorkerPoolSUT:
 
     def request_id(self, seq: int) -> str:
         return request_id(self._run_id, seq)
+
+    @property
+    def length_probe(self) -> bool:
+        """Whether :meth:`prompt_overhead` may send its probe requests."""
+        return self.config.length_probe
+
+    async def prompt_overhead(self, text: str, planned: int) -> int | None:
+        """The tokens the server adds to a prompt (``tokenmark.sut.PromptProbe``)."""
+        served = await measure_prompt(self.config, text)
+        return None if served is None else served - planned
 
     # -- answers -----------------------------------------------------------------------------
     def _route(self) -> int:
@@ -297,6 +320,12 @@ class WorkerPoolSUT:
             handle.reasoning_usage(reasoning)  # type: ignore[attr-defined]
         handle.complete(out, source, t_ns=t - off, input_tokens=inp, alt_output_tokens=alt,
                         cached_input_tokens=cached, text=text, endpoint=self.labels[ep])
+
+    def _details(self, payload: memoryview) -> None:
+        seq, d = ipc.parse_details(payload)
+        entry = self._pending.get(seq)
+        if entry is not None and hasattr(entry[0], "details"):  # a DetailsHandle
+            entry[0].details(d)
 
     def _failed(self, link: _Link, payload: memoryview) -> None:
         seq, sent, t, err = ipc.FAIL.unpack_from(payload, 0)

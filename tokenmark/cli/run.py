@@ -16,13 +16,24 @@ from rich.text import Text
 
 from tokenmark import __version__, results_api, scale_api, submission_api
 from tokenmark.adapters.inprocess import LatencyModel
-from tokenmark.adapters.openai_target import OpenAIConfig
+from tokenmark.adapters.openai_target import (
+    DEFAULT_MAX_EVENT_BYTES,
+    OpenAIConfig,
+    check_target,
+    http_name,
+)
 from tokenmark.api import (
     RunResult,
     SutSpec,
     run_benchmark,
 )
-from tokenmark.assemble import WorkloadSpec, build_workload, http_sut_factory
+from tokenmark.assemble import (
+    WorkloadSpec,
+    build_workload,
+    http_sut_factory,
+    prebuild,
+    server_tokenizer,
+)
 from tokenmark.cli.app import app, bad_input, err
 from tokenmark.cli.progress import ProgressMode, progress_view
 from tokenmark.cli.trust import manifest_plan, run_watchers
@@ -138,8 +149,10 @@ def run(
         help="Skip prompts longer than --max-context instead of failing.",
         rich_help_panel=WL)] = False,
     tokenizer: Annotated[str, typer.Option(
-        help="'builtin' or a Hugging Face tokenizer folder / tokenizer.json; counts prompt "
-        "tokens and, for an HTTP target, output tokens.", rich_help_panel=WL)] = "builtin",
+        help="'builtin', a Hugging Face tokenizer folder / tokenizer.json, or 'server' (an "
+        "HTTP target's own tokenize/detokenize endpoints: vLLM, SGLang, llama.cpp); counts "
+        "prompt tokens and, for an HTTP target given a file, output tokens.",
+        rich_help_panel=WL)] = "builtin",
     chat_template: Annotated[bool, typer.Option(
         help="Apply the tokenizer's chat template to prompts.", rich_help_panel=WL)] = False,
     chat_template_file: Annotated[Path | None, typer.Option(
@@ -240,6 +253,12 @@ def run(
         help="A JSON object merged into every request body.", rich_help_panel=TG)] = "",
     model_check: Annotated[bool, typer.Option(
         help="Check GET /v1/models before the run.", rich_help_panel=TG)] = True,
+    length_probe: Annotated[bool, typer.Option(
+        help="Send two one-token requests before the run to measure the chat template's "
+        "tokens and check the first prompt's length.", rich_help_panel=TG)] = True,
+    max_event_bytes: Annotated[int, typer.Option(
+        help="The largest server-sent event accepted; a larger one fails its request as a "
+        "malformed stream.", rich_help_panel=TG)] = DEFAULT_MAX_EVENT_BYTES,
     workers: Annotated[int, typer.Option(
         help="Client worker processes (0: the client runs in this process).",
         rich_help_panel=TG)] = 0,
@@ -397,7 +416,24 @@ def run(
         )
         if plan is not None:
             spec_w = plan.spec
-        workload = build_workload(spec_w, layered)
+        tg = doc.get("target", {})
+        urls = tuple(url or tg.get("urls", ()))
+        served_tok = None
+        if spec_w.tokenizer == "server" and urls:
+            served_tok = server_tokenizer(OpenAIConfig(
+                urls=urls, model=model or tg.get("model", ""),
+                api_key_env=tg.get("api_key_env", api_key_env),
+                headers=_headers([*(header or []), *tg.get("headers", [])]),
+                verify_tls=verify_tls, ca_file=ca_file or tg.get("ca_file", ""),
+                connect_timeout_s=connect_timeout))
+        workload = build_workload(spec_w, layered, served_tok)
+        if served_tok is not None:
+            n_built = prebuild(workload.dataset)
+            if not quiet and not json_out:
+                err.print(f"{n_built} prompts built with the server's tokenizer "
+                          f"({served_tok.name}, {served_tok.round_trips} round trips)",
+                          highlight=False)
+            served_tok.close()
         effective(layered.settings, len(workload.dataset))  # bad settings fail before any output
         s = doc.get("sut", {})
         lm = LatencyModel(
@@ -421,8 +457,6 @@ def run(
             preconnect=layered.settings.concurrency or layered.settings.max_concurrency or 0)
         if (sut or s.get("kind")) == "hf":
             spec = hf_sut_factory(model_dir or Path(s.get("model_dir", "")))
-        tg = doc.get("target", {})
-        urls = tuple(url or tg.get("urls", ()))
         if urls:
             conc = layered.settings.concurrency or layered.settings.max_concurrency
             cfg = OpenAIConfig(
@@ -439,16 +473,26 @@ def run(
                 ignore_eos=ignore_eos or bool(tg.get("ignore_eos", False)),
                 temperature=temperature if temperature is not None else tg.get("temperature"),
                 include_usage=include_usage, extra_body=extra_body or tg.get("extra_body", ""),
-                tokenizer="" if spec_w.tokenizer == "builtin" else spec_w.tokenizer,
+                tokenizer="" if spec_w.tokenizer in ("builtin", "server") else spec_w.tokenizer,
                 check_models=model_check,
                 keep_text=logs_outputs,
+                max_event_bytes=max_event_bytes,
+                length_probe=length_probe,
             )
-            if logs_outputs and spec_w.tokenizer == "builtin":
+            if logs_outputs and spec_w.tokenizer in ("builtin", "server"):
                 raise ConfigError("logging outputs of an HTTP target needs the model's "
                                   "tokenizer to turn text into token ids; give --tokenizer PATH")
             if plan is not None and plan.sampling is not None:
                 cfg = plan.sampling.apply(cfg)
-            spec = http_sut_factory(cfg, workers=workers)
+            cfg = check_target(cfg)
+            if spec_w.tokenizer == "builtin" and not cfg.served_by.startswith("tokenmark/") \
+                    and not quiet and not json_out:
+                err.print(f"[yellow]warning:[/] prompts are measured with tokenmark's built-in "
+                          f"word tokenizer, not the model's: {http_name(cfg)} will count "
+                          "other lengths (often several times more tokens). Give the "
+                          "model's tokenizer with --tokenizer PATH, or --tokenizer server.",
+                          soft_wrap=True, highlight=False)
+            spec = http_sut_factory(cfg, workers=workers, check=False)
         driver = scale_api.distributed_driver(distributed, ray_address, ray_workers)
         eff_scenario = layered.settings.scenario
         out_dir = output or Path("results") / (
@@ -610,7 +654,8 @@ def _print_result(result: RunResult, *, quiet: bool, json_out: bool) -> None:
         title.append_text(_verdict_text(verdict))
         out.print(title)
         for f in verdict.findings:
-            mark = "[green]pass[/]" if f.passed else "[red]FAIL[/]"
+            mark = ("[green]pass[/]" if f.passed else
+                    "[yellow]warn[/]" if f.level == "warn" else "[red]FAIL[/]")
             out.print(f"  {mark} {f.rule}: {f.observed} (required {f.required})",
                       highlight=False)
             if not f.passed and f.advice:

@@ -162,6 +162,7 @@ class Truth:
     done_ns: int = -1
     token_ns: array[int] | None = field(default=None, repr=False)
     headers: dict[str, str] = field(default_factory=dict)
+    text: str | None = field(default=None, repr=False)  # the answer's text, when kept
 
     def to_json(self) -> dict[str, object]:
         d: dict[str, object] = {
@@ -174,6 +175,8 @@ class Truth:
             d["token_ns"] = self.token_ns.tolist()
         if self.headers:
             d["headers"] = self.headers
+        if self.text is not None:
+            d["text"] = self.text
         return d
 
 
