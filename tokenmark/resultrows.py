@@ -55,6 +55,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from tokenmark.findings import Finding
+
 __all__ = [
     "LATENCY_UNITS",
     "LLM_FAMILIES",
@@ -63,6 +65,7 @@ __all__ = [
     "SOURCE_LOGS",
     "SOURCE_RUN",
     "SOURCE_TABLE",
+    "UNVERIFIED_NOTE",
     "DivisionName",
     "Label",
     "Merged",
@@ -89,6 +92,8 @@ __all__ = [
 MAX_ACCELERATORS_PER_SERVER = 16
 #: An ``NVL<n>`` name with ``n`` at least this spans nodes with one NVLink domain.
 RACK_SCALE_MIN_DOMAIN = 32
+#: What every number tokenmark measured says of itself (and every label of its reports).
+UNVERIFIED_NOTE = "Result not verified by MLCommons Association."
 #: Units whose smaller values are better (the rest are throughputs).
 LATENCY_UNITS = frozenset({"Latency (ms)", "Latency (s)", "millijoules"})
 #: Where a row was read from (:attr:`ResultRow.source`).
@@ -246,17 +251,8 @@ class ResultRow:
         return f"{self.round}/{self.submitter}/{self.system_id}"
 
 
-@dataclass(frozen=True, slots=True)
-class RunFinding:
-    """One finding of a tokenmark run's verdicts (``verdict`` is ``mlperf`` or ``tokenmark``)."""
-
-    verdict: str
-    rule: str
-    passed: bool
-    observed: str = ""
-    required: str = ""
-    advice: str = ""
-    detail: str = ""
+#: One finding of a tokenmark run's verdicts: the rules' own type (kept under this name).
+RunFinding = Finding
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ from tokenmark.earlystop import (
     server_early_stopping,
     stream_early_stopping,
 )
+from tokenmark.findings import Finding, VerdictKind
 from tokenmark.metrics.summary import Summary
 from tokenmark.settings import EffectiveSettings, Scenario
 
@@ -55,45 +56,10 @@ __all__ = [
 ]
 
 
-class VerdictKind(StrEnum):
-    MLPERF = "mlperf"
-    TOKENMARK = "tokenmark"
-
-
 class Validity(StrEnum):
     VALID = "VALID"
     INVALID = "INVALID"
     NOT_APPLICABLE = "not applicable"
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    rule: str
-    verdict: VerdictKind
-    passed: bool
-    observed: str
-    required: str
-    advice: str = ""
-    detail: str = ""  # longer text, e.g. LoadGen's early-stopping lines
-    #: ``fail``: not passing makes the verdict INVALID; ``warn``: it never does.
-    level: str = "fail"
-
-    @property
-    def blocks(self) -> bool:
-        """Whether this finding makes its verdict INVALID."""
-        return not self.passed and self.level == "fail"
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "rule": self.rule,
-            "verdict": self.verdict.value,
-            "passed": self.passed,
-            "level": self.level,
-            "observed": self.observed,
-            "required": self.required,
-            "advice": self.advice,
-            "detail": self.detail,
-        }
 
 
 @dataclass(frozen=True, slots=True)

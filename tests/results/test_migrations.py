@@ -71,12 +71,12 @@ def test_0003_from_0002_with_rows(db):
                          run_ref=run_id, content_hash="b" * 64)
     finally:
         eng.dispose()
-    with pytest.raises(StoreError, match="schema 0002; this tokenmark needs 0003: run "
+    with pytest.raises(StoreError, match="schema 0002; this tokenmark needs 0004: run "
                        "'tokenmark db upgrade"):
         Store.open(db)
     eng = store_engine.create(store_engine.resolve_url(db))
     try:
-        assert store_engine.upgrade(eng) == store_engine.HEAD_REVISION == "0003"
+        assert store_engine.upgrade(eng) == store_engine.HEAD_REVISION == "0004"
         with eng.connect() as conn:
             got = conn.execute(sa.text(
                 "SELECT kind, source, host_processor, host_processors_per_node, "
@@ -95,6 +95,45 @@ def test_0003_from_0002_with_rows(db):
     assert rows["published"].label is Label.OFFICIAL
     assert rows["published"].accuracy == {"exact_match": 81.6}
     assert rows["run"].run_hash == "b" * 64 and rows["run"].source == SOURCE_RUN
+
+
+def test_0004_from_0003_with_rows_keeps_finding_levels(db):
+    """0003 -> 0004 (issue 20): findings gain ``level``; a stored finding takes the level
+    its run's verdicts give it (``machine_busy`` is a warn finding), the rest ``fail``."""
+    warn = {"rule": "machine_busy", "verdict": "tokenmark", "passed": False, "level": "warn",
+            "observed": "other processes used 1.5 cores", "required": "< 0.5 cores",
+            "advice": "", "detail": ""}
+    fail = {**warn, "rule": "send_lag", "level": "fail", "observed": "9 ms"}
+    verdicts = {"mlperf": {"validity": "VALID", "failed_rules": [], "findings": []},
+                "tokenmark": {"validity": "INVALID", "failed_rules": ["send_lag"],
+                              "findings": [warn, fail]}}
+    eng = store_engine.create(store_engine.resolve_url(db))
+    try:
+        store_engine.upgrade(eng, "0003")
+        with eng.begin() as conn:
+            run = {"run_hash": "c" * 64, "started_utc": "2026-12-03T00:00:00Z",
+                   "tokenmark_version": "0.1.0", "round": "v6.0", "benchmark": "llama3.1-8b",
+                   "scenario": "Server", "mode": "performance", "mlperf_validity": "VALID",
+                   "tokenmark_validity": "INVALID", "profile_note": "", "run": "{}",
+                   "settings": "{}", "summary": "{}", "verdicts": json.dumps(verdicts),
+                   "source_path": "results/y/results.json"}
+            conn.execute(sa.text(f"INSERT INTO runs ({', '.join(run)}) VALUES "
+                                 f"({', '.join(':' + c for c in run)})"), run)
+            run_id = conn.execute(sa.text("SELECT id FROM runs")).scalar_one()
+            for f in (warn, fail, {**fail, "rule": "unlisted"}):
+                row = {"run_id": run_id, **{k: f[k] for k in (
+                    "verdict", "rule", "passed", "observed", "required", "advice", "detail")}}
+                conn.execute(sa.text(f"INSERT INTO findings ({', '.join(row)}) VALUES "
+                                     f"({', '.join(':' + c for c in row)})"), row)
+        assert store_engine.upgrade(eng) == "0004"
+        with eng.connect() as conn:
+            got = conn.execute(sa.text("SELECT rule, level FROM findings ORDER BY id")).all()
+            diff = compare_metadata(MigrationContext.configure(conn), metadata)
+    finally:
+        eng.dispose()
+    assert diff == []
+    assert [tuple(r) for r in got] == [("machine_busy", "warn"), ("send_lag", "fail"),
+                                       ("unlisted", "fail")]
 
 
 def test_the_head_revision_constant_is_alembics_head():

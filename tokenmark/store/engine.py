@@ -56,7 +56,7 @@ __all__ = [
 
 #: The newest migration's revision (``migrations/versions``); a test checks it is
 #: Alembic's head.
-HEAD_REVISION = "0003"
+HEAD_REVISION = "0004"
 _BUSY_TIMEOUT_MS = 30_000
 _T = TypeVar("_T")
 

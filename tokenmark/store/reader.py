@@ -17,7 +17,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tokenmark.resultrows import Label, ResultRow, RunFinding, RunRecord
+from tokenmark.findings import Finding
+from tokenmark.resultrows import Label, ResultRow, RunRecord
 from tokenmark.store.schema import findings, results, runs, systems
 
 __all__ = ["Filters", "counts", "fingerprint", "load_rows", "load_runs", "rows_by_key"]
@@ -108,9 +109,7 @@ def load_runs(conn: sa.Connection, filters: Filters | None = None,
             mlperf_validity=m["mlperf_validity"], tokenmark_validity=m["tokenmark_validity"],
             profile_note=m["profile_note"], run=m["run"], settings=m["settings"],
             summary=m["summary"], verdicts=m["verdicts"],
-            findings=tuple(RunFinding(verdict=f["verdict"], rule=f["rule"], passed=f["passed"],
-                                      observed=f["observed"], required=f["required"],
-                                      advice=f["advice"], detail=f["detail"]) for f in found),
+            findings=tuple(Finding.from_json(dict(f)) for f in found),
         ))
     return out
 

@@ -74,6 +74,7 @@ findings = sa.Table(
     sa.Column("required", sa.Text, nullable=False),
     sa.Column("advice", sa.Text, nullable=False),
     sa.Column("detail", sa.Text, nullable=False),
+    sa.Column("level", sa.String(8), nullable=False, server_default="fail"),
 )
 
 results = sa.Table(

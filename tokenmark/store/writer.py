@@ -140,9 +140,10 @@ def _write_runs(conn: sa.Connection, records: Sequence[RunRecord]) -> tuple[dict
             ids[rec.run_hash] = got[0]
             if rec.findings:
                 conn.execute(findings.insert(), [
-                    {"run_id": got[0], "verdict": f.verdict, "rule": f.rule, "passed": f.passed,
-                     "observed": f.observed, "required": f.required, "advice": f.advice,
-                     "detail": f.detail} for f in rec.findings])
+                    {"run_id": got[0], "verdict": f.verdict.value, "rule": f.rule,
+                     "passed": f.passed, "observed": f.observed, "required": f.required,
+                     "advice": f.advice, "detail": f.detail, "level": f.level}
+                    for f in rec.findings])
         else:
             ids[rec.run_hash] = conn.execute(
                 sa.select(runs.c.id).where(runs.c.run_hash == rec.run_hash)).scalar_one()

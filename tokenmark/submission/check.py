@@ -52,6 +52,8 @@ from tokenmark.accuracylog import parse_accuracy_log
 from tokenmark.compliance.verify import verify_test06
 from tokenmark.config.presets import BenchmarkPreset, RoundPreset, load_round
 from tokenmark.errors import BadInputError, ConfigError
+from tokenmark.findings import Finding as _Finding
+from tokenmark.findings import VerdictKind
 from tokenmark.importer.checker import Figure, canonical_scenario, inferred_figure
 from tokenmark.importer.published import canonical_benchmark
 from tokenmark.metrics.summary import Accumulator, Summary, summarize
@@ -100,17 +102,41 @@ class Severity(StrEnum):
     INFO = "info"
 
 
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """One problem (or note) in a tree. ``official`` is False for rules the official
-    checker does not apply (tokenmark's stricter ones)."""
+_LEVEL = {Severity.ERROR: "fail", Severity.WARNING: "warn", Severity.INFO: "info"}
+_SEVERITY = {level: sev for sev, level in _LEVEL.items()}
 
-    severity: Severity
-    path: str
-    check: str
-    message: str
-    advice: str = ""
-    official: bool = True
+
+class Finding(_Finding):
+    """One problem (or note) in a tree: the foundation's
+    :class:`~tokenmark.findings.Finding` made from the checker's terms. ``check`` is its
+    rule, ``message`` what was observed, ``path`` the file; ``official`` is False for
+    rules the official checker does not apply (tokenmark's stricter ones: the tokenmark
+    verdict); the severity is its level (an error fails, a warning warns, info notes)."""
+
+    __slots__ = ()
+
+    def __init__(self, severity: Severity, path: str, check: str, message: str,
+                 advice: str = "", official: bool = True) -> None:
+        super().__init__(
+            rule=check, passed=severity is Severity.INFO, observed=message, required="",
+            verdict=VerdictKind.MLPERF if official else VerdictKind.TOKENMARK,
+            advice=advice, level=_LEVEL[severity], path=path)
+
+    @property
+    def severity(self) -> Severity:
+        return _SEVERITY[self.level]
+
+    @property
+    def check(self) -> str:
+        return self.rule
+
+    @property
+    def message(self) -> str:
+        return self.observed
+
+    @property
+    def official(self) -> bool:
+        return self.verdict is VerdictKind.MLPERF
 
     def line(self) -> str:
         tag = "" if self.official else " [stricter than the official checker]"
@@ -118,6 +144,7 @@ class Finding:
         return text + (f" -> {self.advice}" if self.advice else "")
 
     def to_json(self) -> dict[str, object]:
+        """The checker's form (``tokenmark submission check --json``)."""
         return {"severity": self.severity.value, "path": self.path, "check": self.check,
                 "message": self.message, "advice": self.advice, "official": self.official}
 
