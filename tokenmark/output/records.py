@@ -6,12 +6,10 @@ file holds every record finished more than that long ago; it is fsynced at the e
 Each line is flat and typed the same way, so it loads straight into columns
 (``pandas.read_json(path, lines=True)``, ``pyarrow.json``).
 
-Fields (times are integer ns from the run's start):
-``seq, query, sample, phase, scheduled_ns, issued_ns, first_token_ns, done_ns,
-input_tokens, output_tokens, token_source, alt_output_tokens, error, error_detail,
-endpoint, reasoning_tokens, first_answer_ns, cached_input_tokens, server_input_tokens,
-finish_reason, stream_tokens, token_basis, demanded_output_tokens, chunk_gaps_ns,
-chunk_tokens``.
+Fields (times are integer ns from the run's start): :data:`FIELDS`, the one list of
+them, which :func:`encode_record`, :func:`encode_columns` (the simulator's records) and
+:func:`read_records` all follow; a line holds every attribute of a
+:class:`~tokenmark.records.RequestRecord`.
 
 ``input_tokens`` is the prompt's planned length (the dataset's tokenizer) and
 ``server_input_tokens`` the server's own count (usage ``prompt_tokens``; -1 when not
@@ -35,16 +33,40 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import MISSING, fields
+from itertools import repeat
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from tokenmark.records import ErrorClass, Phase, RequestRecord, TokenSource
 
-__all__ = ["RECORDS_FILE", "JsonlRecordSink", "encode_record", "read_records"]
+__all__ = ["FIELDS", "RECORDS_FILE", "JsonlRecordSink", "encode_columns", "encode_record",
+           "read_records"]
 
 RECORDS_FILE = "records.jsonl"
 
+#: The one list of a line's fields, in file order: (key, the
+#: :class:`~tokenmark.records.RequestRecord` attribute it holds). ``chunk_gaps_ns`` is
+#: written from ``chunk_ns`` (the gaps between chunk times); every other field is the
+#: attribute as it is. Every attribute of a record is in the file.
+FIELDS: tuple[tuple[str, str], ...] = (
+    ("seq", "seq"), ("query", "query_id"), ("sample", "sample_index"), ("phase", "phase"),
+    ("scheduled_ns", "scheduled_ns"), ("issued_ns", "issued_ns"),
+    ("first_token_ns", "first_token_ns"), ("done_ns", "done_ns"),
+    ("input_tokens", "input_tokens"), ("output_tokens", "output_tokens"),
+    ("token_source", "token_source"), ("alt_output_tokens", "alt_output_tokens"),
+    ("error", "error"), ("error_detail", "error_detail"), ("endpoint", "endpoint"),
+    ("reasoning_tokens", "reasoning_tokens"), ("first_answer_ns", "first_answer_ns"),
+    ("cached_input_tokens", "cached_input_tokens"),
+    ("server_input_tokens", "server_input_tokens"), ("finish_reason", "finish_reason"),
+    ("stream_tokens", "stream_tokens"), ("token_basis", "token_basis"),
+    ("demanded_output_tokens", "demanded_output_tokens"),
+    ("chunk_gaps_ns", "chunk_ns"), ("chunk_tokens", "chunk_tokens"),
+)
+#: One line, every value already rendered as JSON (``%s`` each, in :data:`FIELDS` order).
+_LINE = "{" + ",".join(f'"{key}":%s' for key, _ in FIELDS) + "}\n"
+_QUOTED: dict[Any, str] = {e: f'"{e.value}"' for e in (*Phase, *TokenSource, *ErrorClass)}
 _dumps = json.dumps
 
 
@@ -83,76 +105,90 @@ class JsonlRecordSink:
         self._f.close()
 
 
+def _gaps(times: Sequence[int]) -> str:
+    # int lists written as json.dumps writes them, without its per-call encoder set-up
+    return f"[{','.join([str(b - a) for a, b in zip(times, times[1:], strict=False)])}]"
+
+
+def _chunk_tokens(toks: Sequence[int]) -> str:
+    return "null" if all(k == 1 for k in toks) else f"[{', '.join(map(str, toks))}]"
+
+
+def _text(v: str) -> str:
+    return _dumps(v) if v else '""'
+
+
 def encode_record(r: RequestRecord) -> str:
     """One record's line of ``records.jsonl`` (with its newline)."""
-    times = r.chunk_ns
-    # int lists written as json.dumps writes them, without its per-call encoder set-up
-    gaps = ",".join([str(b - a) for a, b in zip(times, times[1:], strict=False)])
-    toks = r.chunk_tokens
-    tok_field = "null" if all(k == 1 for k in toks) else f"[{', '.join(map(str, toks))}]"
-    err = "null" if r.error is None else f'"{r.error.value}"'
-    detail = _dumps(r.error_detail) if r.error_detail else '""'
-    endpoint = _dumps(r.endpoint) if r.endpoint else '""'
-    finish = _dumps(r.finish_reason[:64]) if r.finish_reason else '""'
-    return (
-        f'{{"seq":{r.seq},"query":{r.query_id},"sample":{r.sample_index},'
-        f'"phase":"{r.phase.value}","scheduled_ns":{r.scheduled_ns},'
-        f'"issued_ns":{r.issued_ns},"first_token_ns":{r.first_token_ns},'
-        f'"done_ns":{r.done_ns},"input_tokens":{r.input_tokens},'
-        f'"output_tokens":{r.output_tokens},"token_source":"{r.token_source.value}",'
-        f'"alt_output_tokens":{r.alt_output_tokens},"error":{err},'
-        f'"error_detail":{detail},"endpoint":{endpoint},'
-        f'"reasoning_tokens":{r.reasoning_tokens},"first_answer_ns":{r.first_answer_ns},'
-        f'"cached_input_tokens":{r.cached_input_tokens},'
-        f'"server_input_tokens":{r.server_input_tokens},"finish_reason":{finish},'
-        f'"stream_tokens":{r.stream_tokens},"token_basis":"{r.token_basis}",'
-        f'"demanded_output_tokens":{r.demanded_output_tokens},'
-        f'"chunk_gaps_ns":[{gaps}],'
-        f'"chunk_tokens":{tok_field}}}\n'
-    )
+    return _LINE % (
+        r.seq, r.query_id, r.sample_index, _QUOTED[r.phase], r.scheduled_ns, r.issued_ns,
+        r.first_token_ns, r.done_ns, r.input_tokens, r.output_tokens,
+        _QUOTED[r.token_source], r.alt_output_tokens,
+        "null" if r.error is None else _QUOTED[r.error], _text(r.error_detail),
+        _text(r.endpoint), r.reasoning_tokens, r.first_answer_ns, r.cached_input_tokens,
+        r.server_input_tokens, _text(r.finish_reason[:64]), r.stream_tokens,
+        f'"{r.token_basis}"', r.demanded_output_tokens, _gaps(r.chunk_ns),
+        _chunk_tokens(r.chunk_tokens))
+
+
+#: How a value of each attribute is rendered when it comes from a column.
+_RENDER: dict[str, Any] = {
+    "phase": lambda v: _QUOTED[Phase(v)],
+    "token_source": lambda v: _QUOTED[TokenSource(v)],
+    "error": lambda v: "null" if v is None else _QUOTED[ErrorClass(v)],
+    "error_detail": _text, "endpoint": _text,
+    "finish_reason": lambda v: _text(v[:64]), "token_basis": lambda v: f'"{v}"',
+    "chunk_ns": _gaps, "chunk_tokens": _chunk_tokens,
+}
+_DEFAULTS: dict[str, Any] = {
+    f.name: [] if f.default is MISSING else f.default  # the lists default to empty
+    for f in fields(RequestRecord) if f.default is not MISSING or f.default_factory is not MISSING
+}
+
+
+def encode_columns(columns: Mapping[str, Iterable[Any]]) -> Iterator[str]:
+    """The lines of records given as columns (attribute name -> one value per record,
+    plain ints and strings); an attribute not given takes the record's default. The same
+    line :func:`encode_record` writes for the same record."""
+    unknown = set(columns) - {attr for _, attr in FIELDS}
+    if unknown:
+        raise ValueError(f"not record attributes: {', '.join(sorted(unknown))}")
+    missing = [attr for _, attr in FIELDS if attr not in columns and attr not in _DEFAULTS]
+    if missing:
+        raise ValueError(f"records need {', '.join(missing)} (no default)")
+    parts: list[Iterable[Any]] = []
+    for _, attr in FIELDS:
+        render = _RENDER.get(attr)
+        if attr in columns:
+            col = columns[attr]
+            parts.append(col if render is None else map(render, col))
+        else:
+            value = _DEFAULTS[attr]
+            parts.append(repeat(value if render is None else render(value)))
+    for values in zip(*parts, strict=False):
+        yield _LINE % values
 
 
 def read_records(path: Path) -> Iterator[RequestRecord]:
-    """Read a records file back. A torn last line (a crash mid-write) is skipped."""
+    """Read a records file back. A torn last line (a crash mid-write) is skipped; a field
+    a file written before it existed lacks reads back as the record's default."""
     with open(path, encoding="utf-8") as f:
         for line in f:
             if not line.endswith("\n"):
                 return
             d = json.loads(line)
+            kw = {attr: d[key] for key, attr in FIELDS if key in d}
             first = d["first_token_ns"]
-            gaps = d["chunk_gaps_ns"]
             chunk_ns: list[int] = []
             if first >= 0:
                 t = first
                 chunk_ns.append(t)
-                for g in gaps:
+                for g in d["chunk_gaps_ns"]:
                     t += g
                     chunk_ns.append(t)
-            toks = d["chunk_tokens"] or [1] * len(chunk_ns)
-            yield RequestRecord(
-                seq=d["seq"],
-                query_id=d["query"],
-                sample_index=d["sample"],
-                scheduled_ns=d["scheduled_ns"],
-                issued_ns=d["issued_ns"],
-                first_token_ns=first,
-                done_ns=d["done_ns"],
-                input_tokens=d["input_tokens"],
-                output_tokens=d["output_tokens"],
-                token_source=TokenSource(d["token_source"]),
-                chunk_ns=chunk_ns,
-                chunk_tokens=list(toks),
-                error=None if d["error"] is None else ErrorClass(d["error"]),
-                error_detail=d["error_detail"],
-                phase=Phase(d["phase"]),
-                endpoint=d["endpoint"],
-                alt_output_tokens=d["alt_output_tokens"],
-                reasoning_tokens=d.get("reasoning_tokens", -1),
-                first_answer_ns=d.get("first_answer_ns", -1),
-                cached_input_tokens=d.get("cached_input_tokens", -1),
-                server_input_tokens=d.get("server_input_tokens", -1),
-                finish_reason=d.get("finish_reason", ""),
-                stream_tokens=d.get("stream_tokens", -1),
-                token_basis=d.get("token_basis", ""),
-                demanded_output_tokens=d.get("demanded_output_tokens", -1),
-            )
+            kw["chunk_ns"] = chunk_ns
+            kw["chunk_tokens"] = list(d["chunk_tokens"] or [1] * len(chunk_ns))
+            kw["phase"] = Phase(d["phase"])
+            kw["token_source"] = TokenSource(d["token_source"])
+            kw["error"] = None if d["error"] is None else ErrorClass(d["error"])
+            yield RequestRecord(**kw)

@@ -1,10 +1,10 @@
 """The files a simulated run adds to (or writes instead of) a real run's.
 
-- ``records.jsonl``: the same format as :mod:`tokenmark.output.records`, one line per
-  request, written from the simulator's columns in completion order. The simulator
-  keeps per-request summaries, not per-token timestamps, so ``chunk_gaps_ns`` is empty
-  and the first-token time is the only chunk time (its inter-token latency is in the
-  summary, computed from the engines' step times);
+- ``records.jsonl``: the same format as :mod:`tokenmark.output.records` (its encoder),
+  one line per request, written from the simulator's columns in completion order. The
+  simulator keeps per-request summaries, not per-token timestamps, so ``chunk_gaps_ns``
+  is empty and the first-token time is the only chunk time (its inter-token latency is
+  in the summary, computed from the engines' step times);
 - ``simulation.json``: the deployment (accelerator, topology, parallelism, precision,
   serving policy, efficiency parameters and where they came from), the planning
   notes, the explanation (step-time split, queueing, batch sizes, binding limit) and
@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import json
 import os
+from itertools import islice, repeat
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from tokenmark.output.records import encode_columns
 
 __all__ = ["REPORT_FILE", "SIMULATION_FILE", "write_report", "write_sim_records",
            "write_simulation_json"]
@@ -43,30 +46,26 @@ def write_sim_records(
     output_tokens: np.ndarray,
     error: np.ndarray,
 ) -> int:
-    """Write ``records.jsonl`` rows from columns (already in completion order)."""
-    rows = zip(seq.tolist(), query.tolist(), sample.tolist(), phase, scheduled.tolist(),
-               issued.tolist(), first.tolist(), done.tolist(), input_tokens.tolist(),
-               output_tokens.tolist(), error.tolist(), strict=True)
+    """Write ``records.jsonl`` rows from columns (already in completion order), with the
+    records file's one encoder (:func:`~tokenmark.output.records.encode_columns`); a
+    failed request (``error``) is one larger than the whole KV cache."""
+    failed = error.astype(bool).tolist()
+    lines = encode_columns({
+        "seq": seq.tolist(), "query_id": query.tolist(), "sample_index": sample.tolist(),
+        "phase": phase, "scheduled_ns": scheduled.tolist(), "issued_ns": issued.tolist(),
+        "first_token_ns": first.tolist(), "done_ns": done.tolist(),
+        "input_tokens": input_tokens.tolist(), "output_tokens": output_tokens.tolist(),
+        "token_source": repeat("sut"),
+        "error": ["sut_error" if e else None for e in failed],
+        "error_detail": ["larger than the whole KV cache" if e else "" for e in failed],
+        "first_answer_ns": first.tolist(),
+    })
     n = 0
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8", buffering=1 << 22) as f:
-        lines = []
-        for s, q, k, ph, sc, iss, fi, dn, it, ot, er in rows:
-            err = '"sut_error"' if er else "null"
-            detail = '"larger than the whole KV cache"' if er else '""'
-            lines.append(
-                f'{{"seq":{s},"query":{q},"sample":{k},"phase":"{ph}","scheduled_ns":{sc},'
-                f'"issued_ns":{iss},"first_token_ns":{fi},"done_ns":{dn},'
-                f'"input_tokens":{it},"output_tokens":{ot},"token_source":"sut",'
-                f'"alt_output_tokens":-1,"error":{err},"error_detail":{detail},'
-                f'"endpoint":"","reasoning_tokens":-1,"first_answer_ns":{fi},'
-                f'"chunk_gaps_ns":[],"chunk_tokens":null}}\n'
-            )
-            n += 1
-            if len(lines) >= 65536:
-                f.write("".join(lines))
-                lines.clear()
-        f.write("".join(lines))
+        while chunk := list(islice(lines, 65536)):
+            f.write("".join(chunk))
+            n += len(chunk)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
