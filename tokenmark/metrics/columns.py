@@ -1,5 +1,9 @@
 """Records in columns: what the metrics consumers need of a batch, without the objects.
 
+:data:`COLUMNS` is the one list of the per-record numbers the metrics keep; the
+summary's :class:`~tokenmark.metrics.summary.Accumulator` stores its records through a
+:class:`ColumnPacker`, so a record is turned into these numbers in one place.
+
 A remote worker (``run --distributed ray``) packs the records it made into one
 :class:`RecordColumns` per batch, so the process that merges them feeds
 :class:`~tokenmark.metrics.summary.Accumulator` and
@@ -16,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenmark.metrics.definitions import spread_itl
+from tokenmark.metrics.stats import Column
 from tokenmark.records import ErrorClass, Phase, RequestRecord
 
 __all__ = ["COLUMNS", "ERRORS", "ColumnPacker", "RecordColumns", "add_itl", "pack"]
@@ -48,34 +54,36 @@ class RecordColumns:
 
     def error_key(self, index: int) -> str:
         """The error counter key of a failed record (``unanswered`` when it has none)."""
+        return self.error_key_of(index)
+
+    @staticmethod
+    def error_key_of(index: int) -> str:
+        """:meth:`error_key` of an ``error`` column value."""
         return (ERRORS[index] if index >= 0 else ErrorClass.UNANSWERED).value
 
 
-def add_itl(out: array[int], times: list[int], tokens: list[int]) -> None:
-    """Append a streamed record's inter-token latencies (a chunk of k tokens: k gaps)."""
-    prev = times[0]
-    for t, k in zip(times[1:], tokens[1:], strict=True):
-        gap = t - prev
-        prev = t
-        if k <= 1:
-            out.append(gap)
-        else:
-            base = gap // k
-            out.extend([base] * (k - 1))
-            out.append(gap - base * (k - 1))
+#: A streamed record's inter-token latencies (:func:`~tokenmark.metrics.definitions.spread_itl`).
+add_itl = spread_itl
 
 
 class ColumnPacker:
-    """Packs records one by one as they finish; :meth:`take` hands over the batch so far."""
+    """Packs records one by one as they finish; :meth:`take` hands over the batch so far.
 
-    __slots__ = ("_add", "_endpoints", "_flat", "_itl")
+    ``itl``: where the inter-token latencies go (a spillable column that outlives the
+    batches); by default each batch carries its own (:attr:`RecordColumns.itl`).
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_add", "_endpoints", "_flat", "_itl", "_own_itl")
+
+    def __init__(self, itl: Column | None = None) -> None:
+        self._own_itl = itl is None
+        self._itl: array[int] | Column = array("q") if itl is None else itl
         self._reset()
 
     def _reset(self) -> None:
         self._endpoints: dict[str, int] = {}
-        self._itl: array[int] = array("q")
+        if self._own_itl:
+            self._itl = array("q")
         self._flat: array[int] = array("q")
         self._add = self._flat.extend
 
@@ -93,12 +101,14 @@ class ColumnPacker:
                    r.first_answer_ns, r.reasoning_tokens, r.alt_output_tokens,
                    -1 if r.error is None else _ERR_IX[r.error], ep))
         if ok and measured and len(r.chunk_ns) > 1:
-            add_itl(self._itl, r.chunk_ns, r.chunk_tokens)
+            spread_itl(self._itl, r.chunk_ns, r.chunk_tokens)
 
     def take(self) -> RecordColumns:
         """The columns of the records added since the last take (in their order)."""
         data = np.frombuffer(self._flat, dtype=np.int64).reshape(-1, len(COLUMNS)).T.copy()
-        cols = RecordColumns(data, np.frombuffer(self._itl, dtype=np.int64).copy(),
+        itl = self._itl
+        cols = RecordColumns(data, np.frombuffer(itl, dtype=np.int64).copy()
+                             if isinstance(itl, array) else np.empty(0, dtype=np.int64),
                              tuple(self._endpoints))
         self._reset()
         return cols

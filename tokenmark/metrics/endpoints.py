@@ -4,7 +4,7 @@ Every record names the endpoint that served it (``RequestRecord.endpoint``, the 
 as the HTTP adapter normalised it). :class:`EndpointBreakdown` is a record consumer,
 like the summary's accumulator, that keeps per endpoint the counts (requests, answered,
 errors by class, output tokens) and the TTFT and end-to-end latencies of answered
-requests in the measured window, measured from the scheduled time as everywhere else;
+requests in the measured window (:mod:`tokenmark.metrics.definitions`);
 :meth:`EndpointBreakdown.to_json` gives each endpoint's counts with LoadGen-style
 percentiles, in endpoint order of first appearance. Memory is two int64 values per
 answered request.
@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from tokenmark.metrics.columns import RecordColumns
+from tokenmark.metrics.definitions import e2e_ns, ttft_ns, ttft_one
 from tokenmark.metrics.stats import Distribution
 from tokenmark.records import Phase, RequestRecord
 
@@ -53,8 +54,7 @@ class EndpointBreakdown:
             ep.ok += 1
             ep.output_tokens += r.output_tokens
             if r.phase is Phase.MEASURE:
-                first = r.first_token_ns if r.first_token_ns >= 0 else r.done_ns
-                ep.ttft.append(first - r.scheduled_ns)
+                ep.ttft.append(ttft_one(r.scheduled_ns, r.first_token_ns, r.done_ns))
                 ep.e2e.append(r.done_ns - r.scheduled_ns)
         elif r.error is not None:
             ep.errors[r.error.value] += 1
@@ -64,9 +64,9 @@ class EndpointBreakdown:
         which = cols.col("endpoint")
         ok = cols.col("ok").astype(bool)
         measured = ok & cols.col("measured").astype(bool)
-        first, done = cols.col("first"), cols.col("done")
-        ttft = np.where(first >= 0, first, done) - cols.col("scheduled")
-        e2e = done - cols.col("scheduled")
+        sched, done = cols.col("scheduled"), cols.col("done")
+        ttft = ttft_ns(sched, cols.col("first"), done)
+        e2e = e2e_ns(sched, done)
         out, err = cols.col("output_tokens"), cols.col("error")
         for i, name in enumerate(cols.endpoints):
             mine = which == i

@@ -13,7 +13,7 @@ thousand values) and evaluates LoadGen's early-stopping bound from the counts.
 What is exact and what is not, as the display must say:
 
 - the over-limit counts and the answered count are exact (measured-window records
-  only, latencies from the scheduled time, TPOT with LoadGen's integer formula);
+  only, each latency as :mod:`tokenmark.metrics.definitions` defines it);
 - the percentiles are *approximate*: LoadGen's ``sorted[floor(n*p)]`` over the recent
   window, not over the run (the results file has the exact figures);
 - early stopping (Server, Interactive) compares the queries issued so far with
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenmark.earlystop import MinPassingQueriesFinder
+from tokenmark.metrics.definitions import tpot_one, ttft_one
 from tokenmark.records import Phase, RequestRecord
 from tokenmark.settings import EffectiveSettings, LatencyLimits, Scenario
 
@@ -120,13 +121,8 @@ class LiveLatency:
         if r.error is not None or r.done_ns < 0 or r.phase is not Phase.MEASURE:
             return
         e2e = r.done_ns - r.scheduled_ns
-        ttft = r.first_token_ns - r.scheduled_ns if r.first_token_ns >= 0 else e2e
-        n = r.output_tokens
-        # LoadGen's per-sample TPOT: counts of 1 or less are recorded as 0 tokens
-        den = (n if n > 1 else 0) - 1
-        num = e2e - ttft
-        q = abs(num) // abs(den)
-        tpot = q if (num >= 0) == (den > 0) else -q
+        ttft = ttft_one(r.scheduled_ns, r.first_token_ns, r.done_ns)
+        tpot = tpot_one(e2e, ttft, r.output_tokens)
         self.answered += 1
         self._ttft.push(ttft)
         self._tpot.push(tpot)

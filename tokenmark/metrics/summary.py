@@ -5,9 +5,9 @@ columns the metrics need (a few int64 values per request, ITL values in a spilla
 :class:`~tokenmark.metrics.stats.Column`), so memory stays bounded for millions of
 requests. :func:`summarize` interprets those columns under the effective settings:
 
-- latency (E2E) = completion - *scheduled* time; TTFT = first token - scheduled;
-  TPOT = (E2E - TTFT) // (n_tokens - 1) per sample, in integer ns, with LoadGen's quirk
-  that a count of 1 or less is recorded as 0 tokens (so TPOT = -(E2E - TTFT));
+- latency (E2E), TTFT, TPOT, ITL and send lag per request as
+  :mod:`tokenmark.metrics.definitions` defines them (from the *scheduled* time; TPOT
+  with LoadGen's integer formula and its count-of-one quirk);
 - Offline: samples/s = n / max latency, tokens/s = tokens / max latency;
 - Server/Interactive: samples/s = (n - 1) / completion time of the last-issued query,
   tokens/s = tokens / that same time (no -1);
@@ -28,22 +28,20 @@ these figures are ``None`` / 0 and the answer tokens are all output tokens.
 
 from __future__ import annotations
 
-from array import array
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 
-from tokenmark.metrics.columns import RecordColumns
+from tokenmark.metrics.columns import COLUMNS, ColumnPacker, RecordColumns
+from tokenmark.metrics.definitions import e2e_ns, send_lag_ns, tpot_ns, ttft_ns
 from tokenmark.metrics.stats import LOADGEN_PERCENTILES, Column, Distribution
-from tokenmark.records import ErrorClass, Phase, RequestRecord
+from tokenmark.records import RequestRecord
 from tokenmark.settings import EffectiveSettings, LatencyLimits, Scenario
 
 __all__ = ["Accumulator", "RunData", "Summary", "summarize"]
-
-_PHASE_CODE = {Phase.WARMUP: 0, Phase.MEASURE: 1, Phase.COOLDOWN: 2}
-
 
 @dataclass
 class RunData:
@@ -70,84 +68,65 @@ class RunData:
 
 
 class Accumulator:
-    """Keeps, per record, the few numbers the metrics need."""
+    """Keeps, per record, the few numbers the metrics need (the columns of
+    :data:`~tokenmark.metrics.columns.COLUMNS`, packed by a
+    :class:`~tokenmark.metrics.columns.ColumnPacker`) and the ITL values in a spillable
+    :class:`~tokenmark.metrics.stats.Column`."""
 
     def __init__(self, itl_cap: int | None = None) -> None:
-        self._cols = {name: array("q") for name in (
-            "seq", "query_id", "scheduled", "issued", "first", "done",
-            "output_tokens", "input_tokens", "ok", "measured", "first_answer",
-            "reasoning_tokens")}
         self._itl = Column() if itl_cap is None else Column(cap=itl_cap)
-        self.errors: Counter[str] = Counter()
-        self.token_disagreements = 0
-        self.completed = 0
-        self.failed = 0
-        self.output_tokens = 0
-
-    def add(self, r: RequestRecord) -> None:
-        c = self._cols
-        c["seq"].append(r.seq)
-        c["query_id"].append(r.query_id)
-        c["scheduled"].append(r.scheduled_ns)
-        c["issued"].append(r.issued_ns)
-        c["first"].append(r.first_token_ns)
-        c["done"].append(r.done_ns)
-        c["output_tokens"].append(r.output_tokens)
-        c["input_tokens"].append(r.served_input_tokens)
-        c["first_answer"].append(r.first_answer_ns)
-        c["reasoning_tokens"].append(r.reasoning_tokens)
-        ok = r.error is None and r.done_ns >= 0
-        c["ok"].append(1 if ok else 0)
-        measured = r.phase is Phase.MEASURE
-        c["measured"].append(1 if measured else 0)
-        if ok:
-            self.completed += 1
-            self.output_tokens += r.output_tokens
-        else:
-            self.failed += 1
-            self.errors[(r.error or ErrorClass.UNANSWERED).value] += 1
-        if 0 <= r.alt_output_tokens != r.output_tokens:
-            self.token_disagreements += 1
-        if ok and measured and len(r.chunk_ns) > 1:
-            self._add_itl(r.chunk_ns, r.chunk_tokens)
+        self._packer = ColumnPacker(itl=self._itl)
+        self._batches: list[np.ndarray] = []
+        #: Take one finished record (a record consumer).
+        self.add: Callable[[RequestRecord], None] = self._packer.add
 
     def add_columns(self, cols: RecordColumns) -> None:
         """``add`` for every record of a packed batch, in order (same result)."""
-        c = self._cols
-        for name in ("seq", "query_id", "scheduled", "issued", "first", "done",
-                     "output_tokens", "input_tokens", "ok", "measured", "first_answer",
-                     "reasoning_tokens"):
-            c[name].frombytes(cols.col(name).tobytes())
-        ok = cols.col("ok").astype(bool)
-        out = cols.col("output_tokens")
-        alt = cols.col("alt_output_tokens")
-        done = int(ok.sum())
-        self.completed += done
-        self.failed += len(cols) - done
-        self.output_tokens += int(out[ok].sum())
-        for index in cols.col("error")[~ok].tolist():
-            self.errors[cols.error_key(index)] += 1
-        self.token_disagreements += int(((alt >= 0) & (alt != out)).sum())
+        self._pending()
+        if len(cols):
+            self._batches.append(cols.data)
         if cols.itl.size:
             self._itl.extend(cols.itl.tolist())
 
-    def _add_itl(self, times: list[int], tokens: list[int]) -> None:
-        itl = self._itl
-        prev = times[0]
-        for t, k in zip(times[1:], tokens[1:], strict=True):
-            gap = t - prev
-            prev = t
-            if k <= 1:
-                itl.append(gap)
-            else:
-                base = gap // k
-                itl.extend([base] * (k - 1))
-                itl.append(gap - base * (k - 1))
+    def _pending(self) -> None:
+        if len(self._packer):
+            self._batches.append(self._packer.take().data)
+
+    def _data(self) -> np.ndarray:
+        self._pending()
+        if not self._batches:
+            return np.zeros((len(COLUMNS), 0), dtype=np.int64)
+        if len(self._batches) > 1:
+            self._batches = [np.concatenate(self._batches, axis=1)]
+        return self._batches[0]
+
+    def _col(self, name: str) -> np.ndarray:
+        column: np.ndarray = self._data()[COLUMNS.index(name)]
+        return column
+
+    @property
+    def completed(self) -> int:
+        return int(self._col("ok").sum())
+
+    @property
+    def failed(self) -> int:
+        return int(self._data().shape[1]) - self.completed
+
+    @property
+    def output_tokens(self) -> int:
+        ok = self._col("ok").astype(bool)
+        return int(self._col("output_tokens")[ok].sum())
 
     def finish(
         self, scheduled_total: int, *, interrupted: bool = False, reason: str = ""
     ) -> RunData:
-        c = {k: np.frombuffer(v, dtype=np.int64).copy() for k, v in self._cols.items()}
+        data = self._data()
+        c = {name: data[i].copy() for i, name in enumerate(COLUMNS)}
+        ok = c["ok"].astype(bool)
+        errors: Counter[str] = Counter()
+        for index in c["error"][~ok].tolist():
+            errors[RecordColumns.error_key_of(index)] += 1
+        alt, out = c["alt_output_tokens"], c["output_tokens"]
         return RunData(
             seq=c["seq"],
             query_id=c["query_id"],
@@ -155,13 +134,13 @@ class Accumulator:
             issued=c["issued"],
             first=c["first"],
             done=c["done"],
-            output_tokens=c["output_tokens"],
+            output_tokens=out,
             input_tokens=c["input_tokens"],
-            ok=c["ok"].astype(bool),
+            ok=ok,
             measured=c["measured"].astype(bool),
             itl=self._itl,
-            errors=Counter(self.errors),
-            token_disagreements=self.token_disagreements,
+            errors=errors,
+            token_disagreements=int(((alt >= 0) & (alt != out)).sum()),
             scheduled_total=scheduled_total,
             interrupted=interrupted,
             interrupt_reason=reason,
@@ -229,15 +208,6 @@ class Summary:
     no_answer_requests: int = 0  # reasoned, completed, but no answer token arrived
 
 
-def _tpot(e2e: np.ndarray, ttft: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """LoadGen's per-sample TPOT: C++ integer division, counts <= 1 recorded as 0."""
-    n_adj = np.where(n <= 1, 0, n)
-    num = e2e - ttft
-    den = n_adj - 1
-    q = np.abs(num) // np.abs(den)
-    return np.asarray(np.where((num >= 0) == (den > 0), q, -q), dtype=np.int64)
-
-
 def summarize(data: RunData, eff: EffectiveSettings) -> Summary:
     loadgen = eff.scenario.loadgen
     meas = data.measured
@@ -246,10 +216,9 @@ def summarize(data: RunData, eff: EffectiveSettings) -> Summary:
     first = data.first[okm]
     done = data.done[okm]
     n_tok = data.output_tokens[okm]
-    e2e = done - sched
-    has_first = first >= 0
-    ttft = np.where(has_first, first - sched, e2e)
-    tpot = _tpot(e2e, ttft, n_tok)
+    e2e = e2e_ns(sched, done)
+    ttft = ttft_ns(sched, first, done)
+    tpot = tpot_ns(e2e, ttft, n_tok)
     n = int(e2e.shape[0])
 
     issued_mask = data.issued >= 0
@@ -283,7 +252,7 @@ def summarize(data: RunData, eff: EffectiveSettings) -> Summary:
         q_sorted = np.sort(qlat.astype(np.int64))
     query_d = Distribution.from_sorted(q_sorted, _pcts(eff))
 
-    lag = (data.issued - data.scheduled)[issued_meas]
+    lag = send_lag_ns(data.scheduled, data.issued)[issued_meas]
     send_lag = Distribution.of(lag)
 
     token_count = int(np.where(n_tok <= 1, 0, n_tok).sum()) if eff.use_token_latencies else 0

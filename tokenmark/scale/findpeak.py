@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from tokenmark.metrics.definitions import tpot_one, ttft_one
 from tokenmark.metrics.stats import loadgen_index
 from tokenmark.records import Phase, RequestRecord
 from tokenmark.rules import Verdicts
@@ -204,11 +205,11 @@ def certain_failure(eff: EffectiveSettings, scheduled: int) -> Callable[[Request
                         "VALID")
             return ""
         e2e = r.done_ns - r.scheduled_ns
-        ttft = (r.first_token_ns if r.first_token_ns >= 0 else r.done_ns) - r.scheduled_ns
+        ttft = ttft_one(r.scheduled_ns, r.first_token_ns, r.done_ns)
         checks: list[tuple[str, int, int | None]] = [("TTFT", ttft, ttft_lim),
                                                      ("E2E", e2e, e2e_lim)]
-        if tpot_lim is not None and r.output_tokens > 1:
-            checks.append(("TPOT", (e2e - ttft) // (r.output_tokens - 1), tpot_lim))
+        if tpot_lim is not None:
+            checks.append(("TPOT", tpot_one(e2e, ttft, r.output_tokens), tpot_lim))
         for name, value, limit in checks:
             if limit is not None and value > limit:
                 over[name] += 1

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tokenmark.metrics.definitions import ttft_ns
 from tokenmark.metrics.stats import (
     LOADGEN_PERCENTILES,
     Column,
@@ -119,8 +120,11 @@ def explain(
     issued: np.ndarray,
     admitted: np.ndarray,
     ok: np.ndarray,
+    done: np.ndarray | None = None,
 ) -> dict[str, object]:
-    """The explanation of a simulated run as JSON-ready data (times in ms)."""
+    """The explanation of a simulated run as JSON-ready data (times in ms); ``ok`` the
+    answered requests, ``done`` their completion times (TTFT as
+    :mod:`tokenmark.metrics.definitions` defines it)."""
     busy = sum(e.stats.busy_ns for e in engines)
     steps = sum(e.stats.steps for e in engines)
     parts = dict.fromkeys(BREAKDOWN_KEYS, 0.0)
@@ -135,7 +139,10 @@ def explain(
     waiting = sum(e.stats.waiting_steps for e in engines)
     limit, limit_why = _binding(limited, waiting, steps)
     compute_ns = sum(e.stats.compute_bound_ns for e in engines)
-    ttft = (first - scheduled)[ok & (first >= 0)]
+    if done is None:  # no completion times: only requests with a first token are timed
+        ttft = ttft_ns(scheduled, first, first)[ok & (first >= 0)]
+    else:
+        ttft = ttft_ns(scheduled, first, done)[ok]
     queue = (admitted - issued)[ok & (admitted >= 0)]
     batch_ns = sum(e.stats.batch_ns for e in engines)
     return {

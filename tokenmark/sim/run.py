@@ -113,5 +113,5 @@ def run_simulation(eff: EffectiveSettings, dataset: Dataset, cluster: Cluster) -
                          closed_gap_count=gaps if schedule.kind is ScheduleKind.CLOSED else 0)
     verdicts = evaluate(summary, eff, client)
     why = explain(cluster.engines, result.first, result.scheduled, result.issued,
-                  result.admitted, (result.done >= 0) & ~result.rejected)
+                  result.admitted, (result.done >= 0) & ~result.rejected, done=result.done)
     return SimulatedRun(eff, schedule, result, summary, verdicts, why, order)

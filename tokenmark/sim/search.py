@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenmark.metrics.definitions import e2e_ns, tpot_ns, ttft_ns
 from tokenmark.perfmodel import Deployment
 from tokenmark.scenarios import Schedule, ScheduleKind
 from tokenmark.settings import LatencyLimits, Scenario
@@ -98,10 +99,9 @@ def replica_server_run(
     r = simulate(sched, inputs, outputs, one)
     keep = np.arange(n) >= int(n * warmup_fraction)
     keep &= ~r.rejected
-    e2e = (r.done - r.scheduled)[keep]
-    ttft = (r.first - r.scheduled)[keep]
-    n_tok = r.output_tokens[keep]
-    tpot = np.where(n_tok > 1, (e2e - ttft) // np.maximum(n_tok - 1, 1), 0)
+    e2e = e2e_ns(r.scheduled, r.done)[keep]
+    ttft = ttft_ns(r.scheduled, r.first, r.done)[keep]
+    tpot = tpot_ns(e2e, ttft, r.output_tokens[keep])
     pt = _p99(ttft)
     pp = _p99(tpot)
     pe = _p99(e2e)
