@@ -18,7 +18,6 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from tokenmark import __version__
 from tokenmark.adapters.emulated_sut import EmulatedSUT, emulated_describe
 from tokenmark.adapters.inprocess import LatencyModel, LatencyModelSUT, NullSUT
 from tokenmark.adapters.openai_http import OpenAIHttpSUT
@@ -45,15 +44,7 @@ from tokenmark.mllog import RunFacts
 from tokenmark.output.accuracy import AccuracyRecorder, accuracy_recorder
 from tokenmark.output.mlperf import write_mlperf_logs
 from tokenmark.output.records import RECORDS_FILE, JsonlRecordSink
-from tokenmark.output.results import (
-    RESULTS_FILE,
-    SCHEMA,
-    effective_json,
-    requested_json,
-    summary_json,
-    verdicts_json,
-    write_json_atomic,
-)
+from tokenmark.output.results import ResultsDocument, RunInfo, write_results
 from tokenmark.records import Query, RequestRecord
 from tokenmark.rules import ClientStats, Finding, Verdicts, evaluate, with_findings
 from tokenmark.scenarios import Schedule, build_schedule, timed_trace
@@ -328,27 +319,29 @@ def run_benchmark(
         extra.extend(lengths.findings(probes["overhead"], probes.get("note", "")))
     if extra:
         verdicts = with_findings(verdicts, extra)
+    sections["lengths"] = {**lengths.to_json(), "probe": probes}
+    if recorder is not None:
+        sections["accuracy_log"] = recorder.stats.to_json()
+    if driver is not None:
+        sections["distributed"] = driver.report()
     doc = _document(layered, eff, dataset, system, summary, verdicts, outcome, started,
                     anchor, virtual_time)
-    doc.update(sections)
-    doc["lengths"] = {**lengths.to_json(), "probe": probes}
-    if recorder is not None:
-        doc["accuracy_log"] = recorder.stats.to_json()
-    if driver is not None:
-        doc["distributed"] = driver.report()
-    if any(name != "(none)" for name in per_endpoint):
-        doc["summary"]["per_endpoint"] = per_endpoint
+    files: dict[str, Any] = dict(doc.files)
     if eff.is_mlperf:
         facts = _run_facts(layered, dataset, system, summary, outcome, started, anchor)
         logs = write_mlperf_logs(output_dir, eff, summary, verdicts, schedule, facts,
                                  accuracy_written=recorder is not None)
-        doc["files"]["mlperf_logs"] = [p.name for p in logs]
-    write_json_atomic(output_dir / RESULTS_FILE, doc)
+        files["mlperf_logs"] = [p.name for p in logs]
+    summary_doc = dict(doc.summary)
+    if any(name != "(none)" for name in per_endpoint):
+        summary_doc["per_endpoint"] = per_endpoint
+    doc = replace(doc, files=files, summary=summary_doc, sections=sections)
+    write_results(output_dir, doc)
     if outcome.interrupted and "Ctrl-C" in outcome.interrupt_reason:
         code = EXIT_INTERRUPTED
     else:
         code = EXIT_VALID if verdicts.valid else EXIT_INVALID
-    return RunResult(eff, summary, verdicts, outcome, output_dir, code, doc)
+    return RunResult(eff, summary, verdicts, outcome, output_dir, code, doc.to_json())
 
 
 async def _run_async(
@@ -554,40 +547,17 @@ def _document(
     started: dt.datetime,
     anchor: tuple[int, int],
     virtual_time: bool,
-) -> dict[str, Any]:
+) -> ResultsDocument:
     r = eff.requested
-    note = ""
-    if r.profile == "demo":
-        note = ("demo profile: a short run (min duration and dataset cut down), judged by "
-                "LoadGen's rules but not an MLPerf-length run")
-    return {
-        "schema": SCHEMA,
-        "tokenmark_version": __version__,
-        "label": "unverified",
-        "label_note": "Result not verified by MLCommons Association.",
-        "profile_note": note,
-        "run": {
-            "started_utc": started.isoformat(),
-            "wall_anchor_ns": {"monotonic": anchor[0], "epoch": anchor[1]},
-            "clock": "virtual" if virtual_time else "monotonic",
-            "round": r.round,
-            "benchmark": r.benchmark,
-            "scenario": r.scenario.value,
-            "mode": r.mode.value,
-            "title": run_title(system, r.benchmark, r.scenario.value),
-            "sut": {"name": system.name, **system.describe()},
-            "dataset": {"name": dataset.name, "size": len(dataset),
-                        "fingerprint": dataset.fingerprint, **describe_dataset(dataset)},
-            "interrupted": outcome.interrupted,
-            "interrupt_reason": outcome.interrupt_reason,
-            "ran_out_of_generated_queries": outcome.ran_out_of_queries,
-        },
-        "settings": {
-            "layers": layered.layers_json(),
-            "requested": requested_json(r),
-            "effective": effective_json(eff),
-        },
-        "summary": summary_json(summary),
-        "verdicts": verdicts_json(verdicts),
-        "files": {"records": RECORDS_FILE},
-    }
+    run = RunInfo(
+        round=r.round, benchmark=r.benchmark, scenario=r.scenario.value, mode=r.mode.value,
+        started_utc=started.isoformat(), clock="virtual" if virtual_time else "monotonic",
+        title=run_title(system, r.benchmark, r.scenario.value),
+        sut={"name": system.name, **system.describe()},
+        dataset={"name": dataset.name, "size": len(dataset),
+                 "fingerprint": dataset.fingerprint, **describe_dataset(dataset)},
+        interrupted=outcome.interrupted, interrupt_reason=outcome.interrupt_reason,
+        ran_out_of_generated_queries=outcome.ran_out_of_queries,
+        wall_anchor_ns={"monotonic": anchor[0], "epoch": anchor[1]})
+    return ResultsDocument.of_run(layered, eff, summary, verdicts, run,
+                                  files={"records": RECORDS_FILE})

@@ -30,6 +30,7 @@ from tokenmark.config.presets import find_benchmark
 from tokenmark.dataset import Dataset
 from tokenmark.engines.hf import HFEngine
 from tokenmark.errors import ConfigError, DatasetError
+from tokenmark.output.results import read_results
 from tokenmark.scoring.evaluate import AccuracyReport, TargetResult, accuracy_txt, evaluate, gate
 from tokenmark.servers.engine_http import EngineHTTPServer
 from tokenmark.sources.hf_tokenizer import load_hf_tokenizer
@@ -61,12 +62,7 @@ def _log(results_dir: Path) -> tuple[Path, list[dict[str, object]]]:
 
 
 def _run_doc(results_dir: Path) -> dict[str, object]:
-    p = results_dir / "results.json"
-    if not p.is_file():
-        raise DatasetError(f"{results_dir}: no results.json; give a tokenmark results folder")
-    doc = json.loads(p.read_text(encoding="utf-8"))
-    assert isinstance(doc, dict)
-    return doc
+    return read_results(results_dir).to_json()
 
 
 @dataclass(frozen=True)

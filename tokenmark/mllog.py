@@ -73,6 +73,7 @@ from tokenmark import __version__
 from tokenmark.errors import BadInputError, InternalError
 from tokenmark.metrics.stats import LOADGEN_PERCENTILES, Distribution
 from tokenmark.metrics.summary import Summary
+from tokenmark.resultrows import UNVERIFIED_NOTE
 from tokenmark.rules import Finding, Validity, Verdicts
 from tokenmark.scenarios import Schedule
 from tokenmark.settings import EffectiveSettings, Mode, Scenario
@@ -123,7 +124,7 @@ def note_text(version: str = __version__) -> str:
     return (
         f"{NOTE_PREFIX} {version} in the log format of MLPerf LoadGen "
         f"{LOADGEN_FORMAT_VERSION}, not by LoadGen. "
-        "Result not verified by MLCommons Association."
+        f"{UNVERIFIED_NOTE}"
     )
 
 

@@ -24,7 +24,7 @@ from tokenmark.analyses import (
 )
 from tokenmark.hardware import Alias, accelerator
 from tokenmark.importer.packaged import PublishedTable
-from tokenmark.resultrows import Label, ResultRow, scale_label
+from tokenmark.resultrows import UNVERIFIED_NOTE, Label, ResultRow, scale_label
 from tokenmark.results_api import ImportReport, RefreshReport
 
 __all__ = [
@@ -45,7 +45,6 @@ __all__ = [
     "top_table",
 ]
 
-UNVERIFIED_NOTE = "Result not verified by MLCommons Association."
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,12 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tokenmark import __version__
 from tokenmark.config.layering import LayeredSettings
 from tokenmark.dataset import Dataset, LengthDistribution, describe_dataset
 from tokenmark.errors import ConfigError
@@ -33,15 +32,7 @@ from tokenmark.metrics.summary import Summary
 from tokenmark.mllog import RunFacts
 from tokenmark.output.mlperf import write_mlperf_logs
 from tokenmark.output.records import RECORDS_FILE
-from tokenmark.output.results import (
-    RESULTS_FILE,
-    SCHEMA,
-    effective_json,
-    requested_json,
-    summary_json,
-    verdicts_json,
-    write_json_atomic,
-)
+from tokenmark.output.results import ResultsDocument, RunInfo, write_results
 from tokenmark.output.simulation import (
     REPORT_FILE,
     SIMULATION_FILE,
@@ -144,18 +135,18 @@ def simulate(
             logs = write_mlperf_logs(output_dir, eff, run.summary, run.verdicts,
                                      run.schedule, _facts(layered, ds, run, started, wall0))
             files["mlperf_logs"] = [p.name for p in logs]
-        doc["files"] = files
-        write_simulation_json(output_dir / SIMULATION_FILE, doc["simulation"])
-        write_report(output_dir / REPORT_FILE, report_lines(doc))
+        doc = replace(doc, files=files)
+        write_simulation_json(output_dir / SIMULATION_FILE, doc.sections["simulation"])
+        write_report(output_dir / REPORT_FILE, report_lines(doc.to_json()))
         timing["write_s"] = time.perf_counter() - t2
         timing["total_s"] = time.perf_counter() - t0
-        doc["simulation"]["timing_s"] = {k: round(v, 3) for k, v in timing.items()}
-        write_json_atomic(output_dir / RESULTS_FILE, doc)
+        doc.sections["simulation"]["timing_s"] = {k: round(v, 3) for k, v in timing.items()}
+        write_results(output_dir, doc)
     else:
         timing["total_s"] = time.perf_counter() - t0
     code = EXIT_VALID if run.verdicts.valid else EXIT_INVALID
     return SimulationResult(eff, run.summary, run.verdicts, plan, run.explanation,
-                            output_dir, code, doc, timing)
+                            output_dir, code, doc.to_json(), timing)
 
 
 def _write_records(path: Path, run: SimulatedRun) -> None:
@@ -200,7 +191,7 @@ def _facts(layered: LayeredSettings, ds: Dataset, run: SimulatedRun,
 
 def _document(layered: LayeredSettings, eff: EffectiveSettings, ds: Dataset,
               run: SimulatedRun, plan: Plan, cluster: Cluster, started: dt.datetime,
-              wall0: int, timing: dict[str, float]) -> dict[str, Any]:
+              wall0: int, timing: dict[str, float]) -> ResultsDocument:
     r = eff.requested
     d = plan.deployment
     sim = {
@@ -216,39 +207,19 @@ def _document(layered: LayeredSettings, eff: EffectiveSettings, ds: Dataset,
         "note": ("predicted by tokenmark's performance model in virtual time; per-request "
                  "summaries (no per-token timestamps); ITL from the engines' step times"),
     }
-    return {
-        "schema": SCHEMA,
-        "tokenmark_version": __version__,
-        "label": "unverified",
-        "label_note": "Result not verified by MLCommons Association.",
-        "profile_note": "simulated run: predictions of a performance model, not measurements",
-        "run": {
-            "started_utc": started.isoformat(),
-            "wall_anchor_ns": {"monotonic": 0, "epoch": wall0},
-            "clock": "virtual (simulator)",
-            "round": r.round,
-            "benchmark": r.benchmark,
-            "scenario": r.scenario.value,
-            "mode": r.mode.value,
-            "sut": {"name": "tokenmark-simulator", "kind": "simulated cluster",
-                    "profile": d.label.replace("emulated", "simulated"),
-                    "note": "predicted by the performance model, not measured"},
-            "dataset": {"name": ds.name, "size": len(ds), "fingerprint": ds.fingerprint,
-                        **describe_dataset(ds)},
-            "interrupted": False,
-            "interrupt_reason": "",
-            "ran_out_of_generated_queries": run.result.ran_out_of_queries,
-        },
-        "settings": {
-            "layers": layered.layers_json(),
-            "requested": requested_json(r),
-            "effective": effective_json(eff),
-        },
-        "summary": summary_json(run.summary),
-        "verdicts": verdicts_json(run.verdicts),
-        "simulation": sim,
-        "files": {},
-    }
+    info = RunInfo(
+        round=r.round, benchmark=r.benchmark, scenario=r.scenario.value, mode=r.mode.value,
+        started_utc=started.isoformat(), clock="virtual (simulator)",
+        sut={"name": "tokenmark-simulator", "kind": "simulated cluster",
+             "profile": d.label.replace("emulated", "simulated"),
+             "note": "predicted by the performance model, not measured"},
+        dataset={"name": ds.name, "size": len(ds), "fingerprint": ds.fingerprint,
+                 **describe_dataset(ds)},
+        ran_out_of_generated_queries=run.result.ran_out_of_queries,
+        wall_anchor_ns={"monotonic": 0, "epoch": wall0})
+    return ResultsDocument.of_run(
+        layered, eff, run.summary, run.verdicts, info, sections={"simulation": sim},
+        profile_note="simulated run: predictions of a performance model, not measurements")
 
 
 def _workload_json(benchmark: str) -> dict[str, Any]:

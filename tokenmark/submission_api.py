@@ -39,15 +39,7 @@ from tokenmark.loadgen.runner import RunOutcome
 from tokenmark.metrics.summary import Accumulator, Summary, summarize
 from tokenmark.mllog import parse_detail, parse_summary
 from tokenmark.output.records import RECORDS_FILE, JsonlRecordSink
-from tokenmark.output.results import (
-    RESULTS_FILE,
-    SCHEMA,
-    effective_json,
-    requested_json,
-    summary_json,
-    verdicts_json,
-    write_json_atomic,
-)
+from tokenmark.output.results import ResultsDocument, RunInfo, write_results
 from tokenmark.rules import ClientStats, Finding, Validity, Verdict, VerdictKind, Verdicts, evaluate
 from tokenmark.settings import EffectiveSettings, Mode, Scenario, effective
 from tokenmark.submission.check import CheckReport, check_tree
@@ -245,13 +237,13 @@ def run_official_loadgen(
     verdicts = Verdicts(mlperf, tokenmark, ours.early_stopping)
     doc = _document(layered, eff, dataset, system, summary, verdicts, outcome, started,
                     anchor, request, detail, summary_log, mode)
-    write_json_atomic(output_dir / RESULTS_FILE, doc)
+    write_results(output_dir, doc)
     run_outcome = RunOutcome(
         t0_ns=outcome.t0_ns, end_ns=outcome.end_ns, scheduled=outcome.issued,
         issued=outcome.issued, interrupted=False, interrupt_reason="",
         ran_out_of_queries=False, issue_span_ns=0, closed_gaps_ns=np.zeros(0, np.int64))
     code = EXIT_VALID if verdicts.valid else EXIT_INVALID
-    return RunResult(eff, summary, verdicts, run_outcome, output_dir, code, doc)
+    return RunResult(eff, summary, verdicts, run_outcome, output_dir, code, doc.to_json())
 
 
 def _document(
@@ -259,7 +251,7 @@ def _document(
     system: SystemUnderTest, summary: Summary, verdicts: Verdicts, outcome: OfficialOutcome,
     started: dt.datetime, anchor: tuple[int, int], request: LoadGenRequest, detail: Any,
     summary_log: Any, mode: LoadGenMode,
-) -> dict[str, Any]:
+) -> ResultsDocument:
     r = eff.requested
     lg: dict[str, Any] = {
         "driver": LOADGEN_DRIVER,
@@ -291,41 +283,16 @@ def _document(
                            "note": "LoadGen's FindPeakPerformance judges each trial by the "
                            "latency limits only; submit a PerformanceOnly run at that QPS"}
     files = sorted(p.name for p in Path(request.user_conf).parent.glob("mlperf_log_*"))
-    return {
-        "schema": SCHEMA,
-        "tokenmark_version": __version__,
-        "label": "unverified",
-        "label_note": "Result not verified by MLCommons Association.",
-        "profile_note": "" if r.profile != "demo" else (
-            "demo profile: a short run (min duration and dataset cut down), judged by "
-            "LoadGen's rules but not an MLPerf-length run"),
-        "run": {
-            "started_utc": started.isoformat(),
-            "wall_anchor_ns": {"monotonic": anchor[0], "epoch": anchor[1]},
-            "clock": "monotonic",
-            "round": r.round,
-            "benchmark": r.benchmark,
-            "scenario": r.scenario.value,
-            "mode": r.mode.value,
-            "loadgen": LOADGEN_DRIVER,
-            "sut": {"name": system.name, **system.describe()},
-            "dataset": {"name": dataset.name, "size": len(dataset),
-                        "fingerprint": dataset.fingerprint, **describe_dataset(dataset)},
-            "interrupted": False,
-            "interrupt_reason": "",
-            "ran_out_of_generated_queries": False,
-            "pid": os.getpid(),
-        },
-        "loadgen": lg,
-        "settings": {
-            "layers": layered.layers_json(),
-            "requested": requested_json(r),
-            "effective": effective_json(eff),
-        },
-        "summary": summary_json(summary),
-        "verdicts": verdicts_json(verdicts),
-        "files": {"records": RECORDS_FILE, "mlperf_logs": files, "user_conf": "user.conf"},
-    }
+    info = RunInfo(
+        round=r.round, benchmark=r.benchmark, scenario=r.scenario.value, mode=r.mode.value,
+        started_utc=started.isoformat(), clock="monotonic", loadgen=LOADGEN_DRIVER,
+        sut={"name": system.name, **system.describe()},
+        dataset={"name": dataset.name, "size": len(dataset),
+                 "fingerprint": dataset.fingerprint, **describe_dataset(dataset)},
+        wall_anchor_ns={"monotonic": anchor[0], "epoch": anchor[1]}, pid=os.getpid())
+    return ResultsDocument.of_run(
+        layered, eff, summary, verdicts, info, sections={"loadgen": lg},
+        files={"records": RECORDS_FILE, "mlperf_logs": files, "user_conf": "user.conf"})
 
 
 def _j(v: Any) -> Any:

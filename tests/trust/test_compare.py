@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +9,7 @@ import pytest
 
 from tokenmark.errors import BadInputError
 from tokenmark.output.records import JsonlRecordSink
+from tokenmark.output.results import ResultsDocument, RunInfo, write_results
 from tokenmark.records import RequestRecord, TokenSource
 from tokenmark.trust.compare import load_run, parse_share, regression, reproduction
 
@@ -34,7 +34,9 @@ def make_run(folder: Path, *, ttft_ms: float, tpot_ms: float, n: int = 2000,
                                  token_source=TokenSource.USAGE, chunk_ns=chunks,
                                  chunk_tokens=[1] * out_tokens))
     sink.close()
-    (folder / "results.json").write_text(json.dumps({"manifest": {"sha256": manifest}}))
+    write_results(folder, ResultsDocument(  # a minimal document: compare reads the manifest
+        RunInfo("v6.0", "llama3.1-8b", "Server"), settings={}, summary={},
+        verdicts={"mlperf": {}, "tokenmark": {}}, sections={"manifest": {"sha256": manifest}}))
     return folder
 
 

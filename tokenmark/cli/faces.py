@@ -64,7 +64,7 @@ def report(
             out = output or Path("comparison.html")
             write_comparison(folders, out, links=each)
             err.print(f"{out} (comparison of {len(folders)} runs)", highlight=False)
-    except (OSError, ValueError) as e:  # an unreadable or malformed results folder
+    except (OSError, ValueError, BadInputError) as e:  # an unreadable or malformed folder
         raise bad_input(BadInputError(f"cannot write the report: {e}")) from None
 
 

@@ -1,6 +1,7 @@
 """Reading a tokenmark run's ``results.json`` into a :class:`RunRecord`.
 
-The file's schema is ``tokenmark.results/1`` (:mod:`tokenmark.output.results`). A run is
+The file is read by :meth:`tokenmark.output.results.ResultsDocument.from_json` (any
+version of schema ``tokenmark.results/1``, upgraded to the current form). A run is
 always :attr:`Label.UNVERIFIED`. Its result row:
 
 * ``value``: LoadGen's token rate (``summary.loadgen.tokens_per_second``, Tokens/s) when
@@ -25,18 +26,19 @@ from pathlib import Path
 from typing import Any, Final
 
 from tokenmark.importer.tree import Rejected, Tree
+from tokenmark.output.results import SCHEMA, SCHEMA_PREFIX, ResultsDocument, ResultsError
 from tokenmark.resultrows import (
     SOURCE_RUN,
     Label,
     ResultRow,
-    RunFinding,
     RunRecord,
     stated_accelerator_count,
 )
 
 __all__ = ["RESULTS_SCHEMA", "is_results_file", "read_run"]
 
-RESULTS_SCHEMA: Final = "tokenmark.results/1"
+#: The schema this tokenmark reads (:data:`tokenmark.output.results.SCHEMA`).
+RESULTS_SCHEMA: Final = SCHEMA
 _MLPERF_SCENARIOS: Final = ("Offline", "Server", "Interactive", "SingleStream", "MultiStream")
 
 
@@ -49,14 +51,7 @@ def is_results_file(tree: Tree, path: Path) -> bool:
             head = f.read(256)
     except (OSError, Rejected):
         return True  # let read_run report why it cannot be read
-    return b'"schema"' in head and b"tokenmark.results/" in head
-
-
-def _obj(doc: Mapping[str, Any], key: str, rel: str) -> Mapping[str, Any]:
-    v = doc.get(key)
-    if not isinstance(v, dict):
-        raise Rejected(rel, f"has no {key!r} object (schema {RESULTS_SCHEMA})")
-    return v
+    return b'"schema"' in head and SCHEMA_PREFIX.encode() in head
 
 
 def _sub(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -78,17 +73,13 @@ def read_run(tree: Tree, path: Path, system: Mapping[str, Any] | None = None) ->
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise Rejected(rel, f"is not valid JSON ({exc})") from None
-    if not isinstance(doc, dict):
-        raise Rejected(rel, "is not a JSON object")
-    schema = doc.get("schema")
-    if schema != RESULTS_SCHEMA:
-        raise Rejected(rel, f"schema {schema!r} is not {RESULTS_SCHEMA!r}, the one this "
-                       "tokenmark reads")
-    run, settings = _obj(doc, "run", rel), _obj(doc, "settings", rel)
-    summary, verdicts = _obj(doc, "summary", rel), _obj(doc, "verdicts", rel)
-    for key in ("round", "benchmark", "scenario"):
-        if not isinstance(run.get(key), str) or not run.get(key):
-            raise Rejected(rel, f"run.{key} is missing")
+    try:
+        results = ResultsDocument.from_json(doc, rel)
+    except ResultsError as exc:
+        raise Rejected(rel, exc.problem) from None
+    doc = results.to_json()  # the current form (an earlier version's upgraded)
+    run, settings = doc["run"], doc["settings"]
+    summary, verdicts = doc["summary"], doc["verdicts"]
     scenario = str(run["scenario"])
     loadgen, throughput = _sub(summary, "loadgen"), _sub(summary, "throughput")
     tokens = _number(loadgen.get("tokens_per_second"))
@@ -103,19 +94,8 @@ def read_run(tree: Tree, path: Path, system: Mapping[str, Any] | None = None) ->
         unit = "Samples/s" if scenario == "Offline" else "Queries/s"
     if value is None:
         raise Rejected(rel, f"has no numeric {metric.split(':', 1)[1]}")
-    validity: dict[str, str] = {}
-    findings: list[RunFinding] = []
-    for kind in ("mlperf", "tokenmark"):
-        v = verdicts.get(kind)
-        if not isinstance(v, dict):
-            raise Rejected(rel, f"verdicts.{kind} is missing")
-        validity[kind] = str(v.get("validity", ""))
-        for f in v.get("findings") or ():
-            if isinstance(f, dict):
-                findings.append(RunFinding(
-                    verdict=kind, rule=str(f.get("rule", "")), passed=bool(f.get("passed")),
-                    observed=str(f.get("observed", "")), required=str(f.get("required", "")),
-                    advice=str(f.get("advice", "")), detail=str(f.get("detail", ""))))
+    validity = {kind: results.validity(kind) for kind in ("mlperf", "tokenmark")}
+    findings = results.findings()
     run_hash = hashlib.sha256(raw).hexdigest()
     sut = _sub(run, "sut")
     sys_fields: dict[str, Any] = {"system_id": str(sut.get("name") or "sut")}

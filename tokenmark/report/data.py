@@ -7,7 +7,7 @@ and keeps only bounded accumulators (:mod:`tokenmark.report.bins`): memory does 
 with the run beyond one value per request and metric for the exact CDFs (and not even
 that past :class:`~tokenmark.report.bins.Values`' cap).
 
-What each plot holds, with the summary's definitions (:mod:`tokenmark.metrics.summary`):
+What each plot holds, with the summary's definitions (:mod:`tokenmark.metrics.definitions`):
 
 - distributions of TTFT, TPOT, end-to-end latency (measured, answered requests, from
   the scheduled time; TPOT LoadGen's per-request formula) and ITL (each chunk gap spread
@@ -34,8 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from tokenmark.metrics.definitions import e2e_ns, itl_split, send_lag_ns, tpot_ns, ttft_ns
 from tokenmark.output.records import RECORDS_FILE
-from tokenmark.output.results import RESULTS_FILE
+from tokenmark.output.results import read_results
 from tokenmark.report.bins import (
     DISPLAY_TIME_BINS,
     LogHistogram,
@@ -55,12 +56,10 @@ _LIMIT_KEYS = {"ttft": "ttft_ns", "tpot": "tpot_ns", "e2e": "e2e_ns"}
 
 
 def load_results(path: Path) -> dict[str, Any]:
-    """``results.json`` of a results folder (or the file itself)."""
-    p = path / RESULTS_FILE if path.is_dir() else path
-    doc = json.loads(p.read_text(encoding="utf-8"))
-    if not isinstance(doc, dict):
-        raise ValueError(f"{p} is not a JSON object")
-    return doc
+    """``results.json`` of a results folder (or the file itself), read by the one reader
+    (:func:`~tokenmark.output.results.read_results`: any earlier version comes back in
+    the current form)."""
+    return read_results(path).to_json()
 
 
 class _Accumulators:
@@ -115,7 +114,7 @@ def _add_batch(acc: _Accumulators, batch: list[dict[str, Any]]) -> None:
     fin_t = np.where(done >= 0, done, np.where(sent, issued, sched))
     tb.add("finished", fin_t[sent])
     tb.add("completed", done[ok])
-    lag = (issued - sched)[sent]
+    lag = send_lag_ns(sched, issued)[sent]
     tb.add("lag_sum", sched[sent], lag.astype(np.float64))
     tb.add("lag_n", sched[sent])
     tb.peak("lag_max", sched[sent], lag)
@@ -164,13 +163,9 @@ def _add_batch(acc: _Accumulators, batch: list[dict[str, Any]]) -> None:
 
     # distributions: measured, answered requests, from the scheduled time
     okm = ok & meas
-    e2e = (done - sched)[okm]
-    ttft = np.where(first >= 0, first - sched, done - sched)[okm]
-    k = out_tok[okm]
-    den = np.where(k <= 1, 0, k) - 1
-    num = e2e - ttft
-    q = np.abs(num) // np.abs(den)
-    tpot = np.where((num >= 0) == (den > 0), q, -q)
+    e2e = e2e_ns(sched, done)[okm]
+    ttft = ttft_ns(sched, first, done)[okm]
+    tpot = tpot_ns(e2e, ttft, out_tok[okm])
     for name, vals in (("ttft", ttft), ("tpot", tpot), ("e2e", e2e)):
         acc.hist[name].add(vals)
         acc.values[name].extend(vals)
@@ -178,15 +173,13 @@ def _add_batch(acc: _Accumulators, batch: list[dict[str, Any]]) -> None:
     gap_ok = okm[rec_of_gap]
     if gap_ok.any():
         later = ~is_first
-        gap_tok = toks_flat[later][gap_ok]
-        g = flat[gap_ok]
-        multi = gap_tok > 1
-        base = np.where(multi, g // np.maximum(gap_tok, 1), g)
+        base, repeats, last = itl_split(flat[gap_ok], toks_flat[later][gap_ok])
+        multi = repeats > 0
         hist = acc.hist["itl"]
-        hist.add(base[~multi])
+        hist.add(last[~multi])
         if multi.any():
-            hist.add(base[multi], gap_tok[multi] - 1)
-            hist.add(g[multi] - base[multi] * (gap_tok[multi] - 1))
+            hist.add(base[multi], repeats[multi])
+            hist.add(last[multi])
 
 
 def _distribution(name: str, doc: Mapping[str, Any], acc: _Accumulators | None) -> dict[str, Any]:

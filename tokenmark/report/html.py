@@ -31,6 +31,7 @@ from markupsafe import Markup
 from tokenmark import __version__
 from tokenmark.report.compare import comparison_data
 from tokenmark.report.data import load_results, run_report_data
+from tokenmark.resultrows import UNVERIFIED_NOTE
 
 __all__ = [
     "REPORT_FILE",
@@ -122,6 +123,7 @@ def environment(extra: Mapping[str, Path] | None = None) -> jinja2.Environment:
     )
     env.filters["num"] = _num
     env.filters["pct_key"] = _pct_key
+    env.globals["unverified_note"] = UNVERIFIED_NOTE
     return env
 
 

@@ -33,6 +33,7 @@ from typing import Any
 from tokenmark import __version__
 from tokenmark.config.presets import RoundPreset, load_round
 from tokenmark.errors import BadInputError, ConfigError
+from tokenmark.output.results import read_results
 from tokenmark.settings import Scenario
 from tokenmark.submission.layout import (
     DIVISIONS,
@@ -113,13 +114,8 @@ def _json(path: Path, what: str, fix: str) -> dict[str, Any]:
 
 
 def _read_run(path: Path) -> _Run:
-    doc = _json(path / "results.json", "results.json",
-                "give tokenmark run folders (each holds results.json)")
-    run = doc.get("run")
-    if not isinstance(run, dict) or not all(isinstance(run.get(k), str)
-                                            for k in ("round", "benchmark", "scenario")):
-        raise BadInputError(f"{path}/results.json: run.round/benchmark/scenario are missing; "
-                            "give a folder written by tokenmark run")
+    doc = read_results(path).to_json()  # the one reader: names what is missing
+    run = doc["run"]
     audits = [t for t in AUDITS if (path / t).is_dir()]
     if len(audits) > 1:
         raise BadInputError(f"{path}: holds verdict folders of {', '.join(audits)}; one audit "

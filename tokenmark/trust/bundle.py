@@ -43,6 +43,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 
 from tokenmark.errors import BadInputError
+from tokenmark.output.results import ResultsDocument
 from tokenmark.trust.canonical import canonical_bytes, file_sha256, sha256_hex
 
 __all__ = [
@@ -400,7 +401,8 @@ def verify_bundle(path: Path, keys: dict[str, PublicKey]) -> Verified:
                                 "after signing")
         if listed.get(PREFIX + "results.json") != run_hash:
             raise TamperedError(f"{path}: the run hash does not match run/results.json")
-        results = json.loads(_read(tar, members[PREFIX + "results.json"]))
+        raw = json.loads(_read(tar, members[PREFIX + "results.json"]))
+        results = ResultsDocument.from_json(raw, f"{path}: run/results.json").to_json()
     return Verified(signer, kid, when, run_hash, len(listed), results)
 
 

@@ -8,10 +8,11 @@ measured phase that completed). For each figure the result is the ratio ``B / A`
   ``windows`` equal windows and the streamed tokens counted in each by their arrival
   times (batch means); the ratio of the two means gets a delta-method interval with
   Student's t on ``windows - 1`` degrees of freedom per run.
-- **latency percentiles** (TTFT and E2E from the scheduled time, as LoadGen measures;
-  TPOT per request): each run's percentile has a distribution-free order-statistic
-  interval (:func:`tokenmark.metrics.stats.quantile_interval`); the ratio's interval is
-  ``[lo_B / hi_A, hi_B / lo_A]``, conservative (at least ~90% joint coverage).
+- **latency percentiles** (TTFT, TPOT and E2E per request as the summary defines them,
+  :mod:`tokenmark.metrics.definitions`): each run's percentile has a distribution-free
+  order-statistic interval (:func:`tokenmark.metrics.stats.quantile_interval`); the
+  ratio's interval is ``[lo_B / hi_A, hi_B / lo_A]``, conservative (at least ~90% joint
+  coverage).
 
 :func:`reproduction` reads every ratio against a tolerance (default 4%, as partners are
 read against a vendor's own result): *within* when the whole interval of ``B/A - 1`` lies
@@ -26,7 +27,6 @@ the change is real; any regression fails the gate.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -36,8 +36,10 @@ from typing import Any, Final
 import numpy as np
 
 from tokenmark.errors import BadInputError
+from tokenmark.metrics.definitions import e2e_ns, tpot_ns, ttft_ns
 from tokenmark.metrics.stats import quantile_interval
 from tokenmark.output.records import RECORDS_FILE, read_records
+from tokenmark.output.results import read_results
 from tokenmark.records import Phase
 
 __all__ = [
@@ -86,16 +88,13 @@ class RunData:
 def load_run(path: Path, *, windows: int = 20) -> RunData:
     """Read a results folder (or its results.json); BadInputError naming what is missing."""
     folder = path.parent if path.is_file() else path
-    res_path = folder / "results.json"
     rec_path = folder / RECORDS_FILE
-    if not res_path.is_file():
-        raise BadInputError(f"{path} holds no results.json; give a results folder "
-                            "'tokenmark run' wrote")
+    doc = read_results(folder)
     if not rec_path.is_file():
         raise BadInputError(f"{folder} has no {RECORDS_FILE}; comparisons need the records "
                             "of both runs")
+    results = doc.to_json()
     try:
-        results = json.loads(res_path.read_text(encoding="utf-8"))
         recs = [r for r in read_records(rec_path) if r.ok and r.phase is Phase.MEASURE]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise BadInputError(f"cannot read {folder} ({e}); give an intact results "
@@ -103,11 +102,12 @@ def load_run(path: Path, *, windows: int = 20) -> RunData:
     if len(recs) < 2:
         raise BadInputError(f"{folder} has {len(recs)} completed requests; a comparison "
                             "needs at least 2")
-    ttft = np.array([r.first_token_ns - r.scheduled_ns for r in recs if r.first_token_ns >= 0],
-                    dtype=np.int64)
-    tpot = np.array([(r.done_ns - r.first_token_ns) / (r.output_tokens - 1) for r in recs
-                     if r.first_token_ns >= 0 and r.output_tokens > 1], dtype=np.float64)
-    e2e = np.array([r.done_ns - r.scheduled_ns for r in recs], dtype=np.int64)
+    sched, first, done, n_tok = (np.array(col, dtype=np.int64) for col in zip(
+        *((r.scheduled_ns, r.first_token_ns, r.done_ns, r.output_tokens) for r in recs),
+        strict=True))
+    e2e = e2e_ns(sched, done)
+    ttft = ttft_ns(sched, first, done)
+    tpot = tpot_ns(e2e, ttft, n_tok)
     start = min(r.issued_ns for r in recs)
     end = max(r.done_ns for r in recs)
     span = max(end - start, 1)
@@ -121,9 +121,9 @@ def load_run(path: Path, *, windows: int = 20) -> RunData:
             i = min(int((r.done_ns - start) / span * windows), windows - 1)
             tokens[i] += r.output_tokens
     rates = tokens / (span / windows / 1e9)
-    trust = results.get("manifest") if isinstance(results.get("manifest"), dict) else {}
-    return RunData(folder, results, ttft, tpot, e2e, rates, len(recs),
-                   str(trust.get("sha256", "")))
+    manifest = doc.sections.get("manifest")
+    sha = manifest.get("sha256", "") if isinstance(manifest, dict) else ""
+    return RunData(folder, results, ttft, tpot, e2e, rates, len(recs), str(sha))
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse
 
 from tokenmark import results_api, results_tables
 from tokenmark.errors import BadInputError
+from tokenmark.output.results import SCHEMA, ResultsDocument
 from tokenmark.report import comparison_data, report_data, run_report_data, script_json
 from tokenmark.resultrows import ResultRow, RunRecord, Tier, accelerator_key, round_order
 from tokenmark.webui.app import UiConfig, page
@@ -101,12 +102,14 @@ def runs(request: Request, benchmark: Opt = None, scenario: Opt = None) -> HTMLR
 
 
 def run_document(rec: RunRecord) -> dict[str, Any]:
-    """The ``results.json`` document of a stored run, as the report templates read it."""
-    return {"schema": "tokenmark.results/1", "tokenmark_version": rec.tokenmark_version,
-            "label": rec.row.label.value, "profile_note": rec.profile_note,
-            "label_note": "Result not verified by MLCommons Association.",
-            "run": dict(rec.run), "settings": dict(rec.settings),
-            "summary": dict(rec.summary), "verdicts": dict(rec.verdicts)}
+    """The ``results.json`` document of a stored run, as the report templates read it:
+    what the database kept of the file, read by the one reader (a run stored by an
+    earlier version comes back in the current form)."""
+    return ResultsDocument.from_json({
+        "schema": SCHEMA, "tokenmark_version": rec.tokenmark_version,
+        "label": rec.row.label.value, "profile_note": rec.profile_note,
+        "run": dict(rec.run), "settings": dict(rec.settings), "summary": dict(rec.summary),
+        "verdicts": dict(rec.verdicts)}, f"stored run {rec.run_hash[:12]}").to_json()
 
 
 @router.get("/runs/compare", response_class=HTMLResponse)
