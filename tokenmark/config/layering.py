@@ -56,7 +56,7 @@ PROFILES: dict[str, dict[str, Any]] = {"demo": DEMO_PROFILE, "mlperf": {}}
 #: The demo profile's cap on generated output lengths (``max_tokens`` of synthetic and
 #: file-backed samples; a reasoning model's reasoning and answer together), so a demo of
 #: a long-output benchmark (deepseek-r1: up to 20000 tokens) stays short.
-DEMO_MAX_OUTPUT_TOKENS = 1024
+DEMO_MAX_OUTPUT_TOKENS = 512
 
 _LIMIT_KEYS = {
     "ttft_latency_ms": "ttft_ns",
