@@ -297,9 +297,10 @@ class Emulator:
     Tokens of a step reach each streamed request's listener when the step is delivered.
     When the event loop runs late and further steps are already due by the model's
     timeline, up to ``CATCH_UP_STEPS`` of them are run and delivered at once right after
-    it, and each request gets the tokens of all of them in one more call: the emulator's own cost per
-    step is then one call per request whatever the number of steps, so it keeps up with
-    the model instead of falling further behind (the lateness is in :attr:`lag`).
+    it, and each request gets the tokens of all of them in one more call: the emulator's
+    own cost per step is then one call per request whatever the number of steps, so it
+    keeps up with the model instead of falling further behind (the lateness is in
+    :attr:`lag`).
     """
 
     def __init__(self, d: Deployment, clock: Clock, *, stream: bool = True,
