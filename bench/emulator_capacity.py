@@ -14,7 +14,12 @@
    process, beside the in-process engine on a virtual clock (the model's own
    figures): the client's send lag and how far TTFT/TPOT drift from the model say
    which placement keeps the client honest.
-4. Demos. The wall time of ``tokenmark run -b deepseek-r1 -s Server --profile demo`` and
+4. Published lengths. DeepSeek-R1 Server at 1 query/s for 30 s with its published output
+   lengths (mean 3886 tokens, up to 20000: not the demo's cap), in real time and on the
+   virtual clock: the real run's wall time against the model's length of the run (its
+   last answer's end), and its TTFT/TPOT/TTFAT percentiles beside the model's own, say
+   whether the emulator kept up (wall-clock speed) or fell behind.
+5. Demos. The wall time of ``tokenmark run -b deepseek-r1 -s Server --profile demo`` and
    ``-b qwen3-vl-235b-a22b -s Server --profile demo --images-per-request 1`` (goal: 2
    minutes each here), their verdicts, and the model time of the same runs on the
    virtual clock (``--virtual-time``): what of the wall time is the model's.
@@ -42,6 +47,7 @@ from tokenmark.api import SutSpec, run_benchmark
 from tokenmark.config.layering import build_settings
 from tokenmark.dataset import LengthDistribution, SyntheticDataset
 from tokenmark.engines.emulated import EmulatorSpec
+from tokenmark.output.records import read_records
 from tokenmark.servers.emulated import EmulatedServer
 from tokenmark.settings import Scenario
 
@@ -158,6 +164,43 @@ DEMOS = (
 )
 
 
+def _figures(folder: Path) -> str:
+    """The run's length by its own clock (the last answer's end) and its latencies."""
+    doc = json.loads((folder / "results.json").read_text())
+    s = doc["summary"]
+    lat = s["latency_ms"]
+    done = max(r.done_ns for r in read_records(folder / "records.jsonl")) / 1e9
+    out = [f"last answer at {done:6.1f} s"]
+    for k in ("ttft", "tpot", "ttfat"):
+        if lat.get(k):
+            p = lat[k]["percentiles"]
+            out.append(f"{k.upper()} p50/p99 {p['50']:,.1f}/{p['99']:,.1f} ms")
+    r = s.get("reasoning") or {}
+    out.append(f"{s['throughput']['output_tokens']:,} tokens "
+               f"({r.get('reasoning_tokens', 0):,} reasoning)")
+    return ", ".join(out)
+
+
+def published() -> None:
+    """DeepSeek-R1 at a rate the emulated 8 x H200 holds, with published output lengths:
+    real time against the model's own timeline."""
+    args = ["-b", "deepseek-r1", "-s", "Server", "--qps", "1", "--min-duration", "30",
+            "--min-queries", "30", "--dataset-size", "64", "--no-db", "-q"]
+    for virtual in (True, False):
+        with tempfile.TemporaryDirectory() as tmp:
+            before = load()
+            t0 = time.perf_counter()
+            res = subprocess.run([sys.executable, "-m", "tokenmark", "run", *args, "-o",
+                                  str(Path(tmp) / "run")]
+                                 + (["--virtual-time"] if virtual else []),
+                                 capture_output=True, text=True, check=False)
+            wall = time.perf_counter() - t0
+            figures = _figures(Path(tmp) / "run")
+        kind = "virtual clock" if virtual else "real time    "
+        print(f"published lengths, deepseek-r1 at 1 query/s, {kind}: {wall:6.1f} s wall "
+              f"(exit {res.returncode}); {figures}; {before}", flush=True)
+
+
 def demos() -> None:
     """Wall time and verdicts of the two demo commands (each in a fresh process, as a
     user runs them), and the same runs' model time on the virtual clock."""
@@ -194,7 +237,8 @@ def demos() -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", choices=["capacity", "long", "placement", "demos"])
+    ap.add_argument("--only", choices=["capacity", "long", "placement", "published",
+                                       "demos"])
     args = ap.parse_args()
     n = 400 if args.quick else 2000
     if args.only in (None, "capacity"):
@@ -206,6 +250,8 @@ def main() -> None:
         long_outputs(16 if args.quick else 32, 20_000)
     if args.only in (None, "placement"):
         placement(20.0, 10.0 if args.quick else 30.0)
+    if args.only in (None, "published"):
+        published()
     if args.only in (None, "demos"):
         demos()
 
