@@ -204,6 +204,10 @@ def test_accuracy_and_test06_against_the_emulated_server(tmp_path):
     want = BuiltinTokenizer().encode(output_text(0, 6))
     for e in entries:
         assert decode_ids(e["data"]) == want and e["token_count"] == 6
+        first = decode_ids(e["token_data"])  # the ids of the first chunk as it arrived
+        assert first and first == want[:len(first)]
+    log = json.loads((acc / "results.json").read_text())["accuracy_log"]
+    assert log["logged"] == 8 and log["derived_first_tokens"] == 0
     t06 = tmp_path / "t06"
     res = CliRunner().invoke(app, [
         "run", "-b", "llama3.1-8b", "-s", "Server", "--audit", "TEST06", "--qps", "10",
