@@ -30,6 +30,7 @@ from tokenmark.api import (
 from tokenmark.assemble import (
     WorkloadSpec,
     build_workload,
+    default_api,
     http_sut_factory,
     prebuild,
     server_tokenizer,
@@ -39,7 +40,12 @@ from tokenmark.cli.progress import ProgressMode, progress_view
 from tokenmark.cli.trust import manifest_plan, run_watchers
 from tokenmark.clock import Clock
 from tokenmark.compliance.audit import apply_audit, audit_for
-from tokenmark.config.layering import build_settings, default_scenario, read_toml
+from tokenmark.config.layering import (
+    DEMO_MAX_OUTPUT_TOKENS,
+    build_settings,
+    default_scenario,
+    read_toml,
+)
 from tokenmark.config.presets import load_round, rounds
 from tokenmark.correctness_api import audit_results, hf_sut_factory
 from tokenmark.engines.emulated import EmulatorSpec
@@ -207,8 +213,9 @@ def run(
     url: Annotated[list[str] | None, typer.Option(
         help="An OpenAI-compatible endpoint (repeat for replicas); selects the HTTP client.",
         rich_help_panel=TG)] = None,
-    api: Annotated[str, typer.Option(help="completions or chat.", rich_help_panel=TG)
-    ] = "completions",
+    api: Annotated[str, typer.Option(
+        help="completions or chat (default: chat when requests carry images or the model "
+        "reasons, else completions).", rich_help_panel=TG)] = "",
     model: Annotated[str, typer.Option(
         help="Model name (default: the one the endpoint serves).", rich_help_panel=TG)] = "",
     stream: Annotated[bool, typer.Option(help="Stream responses (SSE).",
@@ -426,6 +433,8 @@ def run(
                 headers=_headers([*(header or []), *tg.get("headers", [])]),
                 verify_tls=verify_tls, ca_file=ca_file or tg.get("ca_file", ""),
                 connect_timeout_s=connect_timeout))
+        api = default_api(api or doc.get("target", {}).get("api", ""), spec_w,
+                          layered.preset.name)
         workload = build_workload(spec_w, layered, served_tok)
         if served_tok is not None:
             n_built = prebuild(workload.dataset)
@@ -452,9 +461,13 @@ def run(
             accelerators=accelerators or s.get("accelerators", 0))
         if kind == "emulated":
             emu.deployment()  # an unknown name or a model that does not fit fails here
+        preconnect = layered.settings.concurrency or layered.settings.max_concurrency or 0
         spec: SutSpec | Callable[[Clock], SystemUnderTest] = SutSpec(
-            kind=kind, model=lm, emulator=emu, api=api, stream=stream,
-            preconnect=layered.settings.concurrency or layered.settings.max_concurrency or 0)
+            kind=kind, model=lm, emulator=emu, api=api, stream=stream, preconnect=preconnect,
+            # outputs are logged: the client keeps the emulator's text (its token ids)
+            client=OpenAIConfig(urls=("http://emulated",), api=api, stream=stream,
+                                preconnect=preconnect, keep_text=True)
+            if logs_outputs else None)
         if (sut or s.get("kind")) == "hf":
             spec = hf_sut_factory(model_dir or Path(s.get("model_dir", "")))
         if urls:
@@ -506,7 +519,8 @@ def run(
     if show and layered.settings.profile == "demo":
         err.print(
             "[yellow]demo profile:[/] a short run judged by LoadGen's rules, "
-            "not an MLPerf-length run. Results are unverified."
+            f"not an MLPerf-length run (outputs capped at {DEMO_MAX_OUTPUT_TOKENS} tokens). "
+            "Results are unverified."
         )
     view = progress_view(layered.settings, len(workload.dataset), quiet=quiet,
                          json_out=json_out, mode=progress_mode, console=err)
