@@ -164,7 +164,7 @@ def test_the_demo_commands_finish_with_both_verdicts(args, tmp_path):
     else:  # every prompt carries one 512 x 512 image: 256 image tokens and 2 markers
         ds = SyntheticDataset(256, LengthDistribution.parse("normal:800:200"),
                               LengthDistribution.parse("uniform:64:128"), seed=0)
-        assert all(r.input_tokens == ds.sample(r.sample_index).input_tokens + 258
+        assert all(r.server_input_tokens == ds.sample(r.sample_index).input_tokens + 258
                    for r in recs)
 
 
