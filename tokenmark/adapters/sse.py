@@ -147,7 +147,12 @@ class StreamScanner:
             e = blk.find(b'"error"')
             self.error = _error_message(_line_at(blk, e))
             self.done = False
-            return 0
+            # the events before the error event in this read streamed their tokens
+            before = [k for k in _FIELDS.findall(blk, 0, blk.rfind(b"\n", 0, e) + 1)
+                      if k[1] != _E]
+            self.reasoning = sum(k[1] == _R for k in before)
+            self.events += len(before)
+            return len(before)
         self.reasoning = r
         if self._want_text:
             self._collect(blk)

@@ -175,13 +175,18 @@ class ExactServer:
         kind = fault.kind
         if kind == "status":
             code = fault.arg
-            conn.finish(json_response(code, error_body(f"injected status {code}", code)))
+            resp = json_response(code, error_body(f"injected status {code}", code))
+            truth.wrote(resp, "status")
+            conn.finish(resp)
             return
         if kind == "echo_auth":  # a careless server that quotes the key back
             auth = headers.get("authorization", "")
-            conn.finish(json_response(401, error_body(f"invalid credentials {auth!r}", 401)))
+            resp = json_response(401, error_body(f"invalid credentials {auth!r}", 401))
+            truth.wrote(resp, "status")
+            conn.finish(resp)
             return
         if kind == "reset":
+            truth.wrote(b"", "reset")
             conn.reset()
             return
         if kind == "stall":
@@ -240,6 +245,8 @@ class ExactServer:
             t = perf_counter_ns()
             truth.first_ns = truth.last_ns = truth.done_ns = t
             truth.tokens = n
+            if not conn.closed:
+                truth.wrote(resp, "complete")
             conn.finish(resp)
 
         loop = self._loop
