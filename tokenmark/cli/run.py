@@ -18,6 +18,8 @@ from tokenmark import __version__, results_api, scale_api, submission_api
 from tokenmark.adapters.inprocess import LatencyModel
 from tokenmark.adapters.openai_target import OpenAIConfig
 from tokenmark.api import (
+    EXIT_INTERRUPTED,
+    InterruptGuard,
     RunResult,
     SutSpec,
     run_benchmark,
@@ -466,6 +468,11 @@ def run(
         )
     view = progress_view(layered.settings, len(workload.dataset), quiet=quiet,
                          json_out=json_out, mode=progress_mode, console=err)
+    # From here on no Ctrl-C loses the results: the first stops the run, the results are
+    # written; one that arrives while the report is written skips the report.
+    guard = ctx.with_resource(InterruptGuard(on_stop=lambda: err.print(
+        "[yellow]stopping (Ctrl-C):[/] writing the results of what was measured",
+        highlight=False)))
     try:
         trace_plan = None
         if workload.trace_offsets_ns is not None and workload.trace_samples is not None:
@@ -504,18 +511,27 @@ def run(
     except BadInputError as e:
         raise bad_input(e) from None
     _print_result(result, quiet=quiet, json_out=json_out)
-    _write_report(result, quiet=quiet or json_out)
+    _write_report(result, quiet=quiet or json_out, guard=guard)
     if not no_db:
         _store(result, db, quiet=quiet or json_out)
+    if result.exit_code == EXIT_INTERRUPTED:
+        err.print(f"interrupted (Ctrl-C): the run stopped early and is INVALID; what it "
+                  f"measured is in {result.output_dir}", highlight=False, soft_wrap=True)
     raise typer.Exit(result.exit_code)
 
 
-def _write_report(result: RunResult, *, quiet: bool) -> None:
-    """Write report.html beside results.json; a failure warns and keeps the run's exit code."""
+def _write_report(result: RunResult, *, quiet: bool, guard: InterruptGuard) -> None:
+    """Write report.html beside results.json; a failure warns and keeps the run's exit code.
+    A Ctrl-C meanwhile skips it."""
     try:
-        path = write_report(result.output_dir)
+        with guard.skippable():
+            path = write_report(result.output_dir)
     except (OSError, ValueError, BadInputError) as e:
         err.print(f"[yellow]warning:[/] no report.html: {e}", soft_wrap=True)
+        return
+    except KeyboardInterrupt:
+        err.print(f"report.html skipped (Ctrl-C); write it with: tokenmark report "
+                  f"{result.output_dir}", highlight=False, soft_wrap=True)
         return
     if not quiet:
         err.print(f"report: {path}", highlight=False)
