@@ -15,7 +15,6 @@ per-file import problems are data in :class:`ImportReport`.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -26,6 +25,7 @@ from typing import Any
 from tokenmark import analyses
 from tokenmark.errors import AnalysisError, BadInputError
 from tokenmark.importer import FileError, Limits, canonical_benchmark, canonical_scenario, scan
+from tokenmark.inputs import MIB, json_loads, read_bounded
 from tokenmark.resultrows import Label, ResultRow, RunRecord
 from tokenmark.store import Store, WriteCounts
 from tokenmark.store import engine as store_engine
@@ -100,8 +100,8 @@ def _system_file(path: PathLike | None) -> Mapping[str, Any] | None:
         return None
     p = Path(path)
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        doc = json_loads(read_bounded(p, 16 * MIB))
+    except (OSError, ValueError) as exc:  # unreadable, not UTF-8 JSON, too large or deep
         raise BadInputError(f"cannot read system description {p} ({exc}); give a "
                             "systems/<id>.json file") from None
     if not isinstance(doc, dict):

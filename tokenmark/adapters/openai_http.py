@@ -533,7 +533,7 @@ class _Request:
                 texts.append(ch.get("text") or msg.get("content") or
                              msg.get("reasoning_content") or "")
             usage = obj.get("usage")
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             self.fail(ErrorClass.MALFORMED,
                       f"not an OpenAI response body: {raw[:80]!r}", t)
             return

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import json
 import os
 import re
 import ssl
@@ -28,6 +27,7 @@ from typing import Any
 from tokenmark.adapters.http1 import describe_os_error
 from tokenmark.adapters.pool import Endpoint, fetch, parse_base_url
 from tokenmark.errors import ConfigError, TargetError
+from tokenmark.inputs import json_loads
 
 __all__ = [
     "API_KINDS",
@@ -135,8 +135,8 @@ class OpenAIConfig:
         if not self.extra_body:
             return {}
         try:
-            obj = json.loads(self.extra_body)
-        except ValueError as e:
+            obj = json_loads(self.extra_body)
+        except ValueError as e:  # not JSON, or nested too deep
             raise ConfigError(f"--extra-body is not valid JSON ({e}); pass a JSON object "
                               "such as '{\"top_p\": 0.9}'") from None
         if not isinstance(obj, dict):
@@ -257,7 +257,7 @@ def _models(label: str, path: str, status: int, body: bytes, config: OpenAIConfi
         raise TargetError(f"{label} answered HTTP {status} to GET {path} ({snippet!r}); "
                           "check the server")
     try:
-        data = json.loads(body)["data"]
+        data = json_loads(body)["data"]
         return tuple(str(m["id"]) for m in data)
     except (ValueError, KeyError, TypeError):
         raise TargetError(f"{label} did not return an OpenAI model list for GET {path}; "

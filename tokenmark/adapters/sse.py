@@ -171,7 +171,7 @@ class StreamScanner:
             return True
         try:
             obj = json.loads(first)
-        except ValueError:
+        except (ValueError, RecursionError):
             obj = None
         if not isinstance(obj, dict):
             self.bad = f"an event is not a JSON object: {first[:80]!r}"
@@ -190,7 +190,7 @@ class StreamScanner:
             if u >= 0:
                 try:
                     obj = json.loads(_line_at(part, u))
-                except ValueError:
+                except (ValueError, RecursionError):
                     self.bad = "the usage event is not JSON"
                     return
                 usage = obj.get("usage") if isinstance(obj, dict) else None
@@ -207,7 +207,7 @@ class StreamScanner:
                 continue
             try:
                 obj = json.loads(payload)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             choices = obj.get("choices") if isinstance(obj, dict) else None
             if not isinstance(choices, list):
@@ -246,7 +246,7 @@ def _line_at(blk: bytes, pos: int) -> bytes:
 def _error_message(payload: bytes) -> str:
     try:
         obj = json.loads(payload)
-    except ValueError:
+    except (ValueError, RecursionError):
         return payload[:200].decode("utf-8", "replace")
     if isinstance(obj, dict):
         err = obj.get("error", obj)

@@ -25,7 +25,7 @@ from tokenmark.api import (
     run_benchmark,
 )
 from tokenmark.assemble import WorkloadSpec, build_workload, http_sut_factory
-from tokenmark.cli.app import app, bad_input, err
+from tokenmark.cli.app import app, bad_input, check_numbers, err
 from tokenmark.cli.progress import ProgressMode, progress_view
 from tokenmark.cli.trust import manifest_plan, run_watchers
 from tokenmark.clock import Clock
@@ -312,6 +312,7 @@ def run(
     Example: tokenmark run --benchmark llama3.1-8b --scenario Server --profile demo --qps 30
     """
     try:
+        check_numbers(ctx.params)
         doc = read_toml(config) if config else {}
         runt = doc.get("run", {})
         round_name = round_ or runt.get("round") or "v6.0"

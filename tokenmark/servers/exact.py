@@ -150,7 +150,7 @@ class ExactServer:
             req = json.loads(body)
             if not isinstance(req, dict):
                 raise ValueError("not an object")
-        except ValueError:
+        except (ValueError, RecursionError):
             conn.finish(json_response(400, error_body("the body is not a JSON object", 400)))
             return
         ordinal = self._ordinal

@@ -54,6 +54,7 @@ from tokenmark.config.presets import BenchmarkPreset, RoundPreset, load_round
 from tokenmark.errors import BadInputError, ConfigError
 from tokenmark.importer.checker import Figure, canonical_scenario, inferred_figure
 from tokenmark.importer.published import canonical_benchmark
+from tokenmark.inputs import json_loads
 from tokenmark.metrics.summary import Accumulator, Summary, summarize
 from tokenmark.mllog import DetailLog, MLLogError, SummaryLog, parse_detail, parse_summary
 from tokenmark.output.records import read_records
@@ -237,8 +238,8 @@ class _Ctx:
         if text is None:
             return None
         try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
+            obj = json_loads(text)
+        except ValueError as exc:  # not JSON, or nested too deep
             out.append(Finding(Severity.ERROR, self.rel(p), check,
                                f"is not valid JSON ({exc})", advice))
             return None

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import os
 import platform
 import re
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenmark import __version__
+from tokenmark.inputs import json_loads
 from tokenmark.metrics.summary import Summary
 from tokenmark.records import RequestRecord
 from tokenmark.rules import Finding
@@ -232,7 +232,7 @@ class ServerProbe:
 def _body(ans: Answer, red: Redactor) -> Any:
     raw = ans.body[:_BODY_MAX]
     try:
-        return red.data(json.loads(raw))
+        return red.data(json_loads(raw))
     except (ValueError, UnicodeDecodeError):
         return red.text(raw[:_TEXT_MAX].decode("utf-8", "replace"))
 
