@@ -55,6 +55,7 @@ from tokenmark.adapters.openai_target import (
     api_key,
     auth_headers,
     probe,
+    secrets,
     ssl_context,
 )
 from tokenmark.adapters.pool import Endpoint
@@ -62,6 +63,7 @@ from tokenmark.adapters.sse import StreamScanner
 from tokenmark.clock import Clock, FakeClock
 from tokenmark.errors import ConfigError
 from tokenmark.records import ErrorClass, Query, Sample, TokenSource
+from tokenmark.redact import Redactor
 from tokenmark.sut import ResponseHandle
 
 __all__ = ["BodyRenderer", "EndpointStats", "OpenAIHttpSUT", "request_id"]
@@ -105,6 +107,7 @@ class OpenAIHttpSUT:
         self._clock = clock
         self._now = clock.now_ns
         self._key = api_key(config)
+        self._redactor = Redactor(secrets(config, self._key))
         self._tokenizer = tokenizer or (load_tokenizer(config.tokenizer)
                                         if config.tokenizer else None)
         self._want_text = self._tokenizer is not None or config.keep_text
@@ -280,8 +283,9 @@ class OpenAIHttpSUT:
         return request_id(self._run_id, seq)
 
     def redact(self, text: str) -> str:
-        key = self._key
-        return text.replace(key, "***") if key and len(key) >= 4 else text
+        """``text`` with the API key and header values masked in every form
+        (:mod:`tokenmark.redact`)."""
+        return self._redactor.text(text)
 
 
 class BodyRenderer:
@@ -483,7 +487,9 @@ class _Request:
         if self.done:
             return
         if self.mode == 3:
-            text = b"".join(self.body or ())[:300].decode("utf-8", "replace").strip()
+            # masked before it is cut: a cut inside the key would leave part of it
+            text = self.sut.redact(b"".join(self.body or ()).decode("utf-8", "replace")
+                                   )[:300].strip()
             err = ErrorClass.RATE_LIMITED if self.status == 429 else ErrorClass.HTTP_STATUS
             self.fail(err, f"HTTP {self.status}: {text}", t)
             return
@@ -534,8 +540,8 @@ class _Request:
                              msg.get("reasoning_content") or "")
             usage = obj.get("usage")
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
-            self.fail(ErrorClass.MALFORMED,
-                      f"not an OpenAI response body: {raw[:80]!r}", t)
+            self.fail(ErrorClass.MALFORMED, "not an OpenAI response body: "
+                      + self.sut.redact(repr(raw[:2048]))[:90], t)
             return
         text = "".join(str(x) for x in texts)
         if not isinstance(usage, dict):

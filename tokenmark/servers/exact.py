@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Any
 
-from tokenmark.servers.faults import MORE, Fault, FaultPlan, OutStream, Truth
+from tokenmark.servers.faults import MORE, Fault, FaultPlan, OutStream, Truth, echo_response
 from tokenmark.servers.http_base import Conn, Head, error_body
 from tokenmark.servers.render import (
     HEAD_CLOSE,
@@ -179,9 +179,8 @@ class ExactServer:
             truth.wrote(resp, "status")
             conn.finish(resp)
             return
-        if kind == "echo_auth":  # a careless server that quotes the key back
-            auth = headers.get("authorization", "")
-            resp = json_response(401, error_body(f"invalid credentials {auth!r}", 401))
+        if kind == "echo_auth":  # a careless server that quotes the key back, every way
+            resp = echo_response(headers.get("authorization", ""))
             truth.wrote(resp, "status")
             conn.finish(resp)
             return

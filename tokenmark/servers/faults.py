@@ -22,7 +22,9 @@ produces one failure a client must classify (the client's error class in bracket
 ``stall_mid:K``    ``K`` tokens, then silence (``timeout_request``)
 ``usage:D``        usage reports ``D`` more completion tokens than were streamed
                    (complete; the token-count agreement rule catches it)
-``echo_auth``      HTTP 401 quoting the request's ``Authorization`` header
+``echo_auth``      HTTP 401 quoting the request's ``Authorization`` header (the exact
+                   server: as sent, JSON-escaped, ``repr``-quoted, URL-encoded and
+                   base64 in Basic auth, one per line)
 ``slow_head:MS``   nothing, not even the response head, for ``MS`` ms; then a normal
                    answer (slow first byte: complete, with a longer TTFT)
 ``oversize:B``     the first token's event carries ``B`` bytes of padding, one chunk
@@ -36,6 +38,7 @@ says; :class:`Truth` is the server's own log of what it wrote and when.
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 from array import array
@@ -43,12 +46,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 from typing import Protocol
+from urllib.parse import quote
 
 from tokenmark.errors import ConfigError
 from tokenmark.servers.http_base import Conn, error_body, maybe_chunk
 
 __all__ = ["CUT", "ENDED", "FAULT_KINDS", "MORE", "OK", "Fault", "FaultPlan", "OutStream",
-           "StreamBody", "Truth", "parse_fault"]
+           "StreamBody", "Truth", "echo_response", "parse_fault"]
 
 #: Every fault kind and its argument's default (None: the kind takes no argument).
 FAULT_KINDS: dict[str, int | None] = {
@@ -188,6 +192,24 @@ class Truth:
         if self.headers:
             d["headers"] = self.headers
         return d
+
+
+def echo_response(auth: str) -> bytes:
+    """HTTP 401 from a careless server: the ``Authorization`` header it got, quoted in
+    each way servers quote things (what a client must never write down)."""
+    key = auth.split(" ", 1)[1] if " " in auth else auth
+    lines = [
+        "invalid credentials",
+        f"as sent: {auth}",
+        f"json: {json.dumps(auth)[1:-1]}",
+        "json, / escaped: " + json.dumps(auth, ensure_ascii=False)[1:-1].replace("/", "\\/"),
+        f"repr: {auth!r}",
+        f"url: {quote(key, safe='')}",
+        f"basic: {base64.b64encode(('user:' + key).encode()).decode()}",
+    ]
+    body = "\n".join(lines).encode()
+    return (b"HTTP/1.1 401 Unauthorized\r\ncontent-type: text/plain; charset=utf-8\r\n"
+            b"content-length: %d\r\n\r\n%s" % (len(body), body))
 
 
 class StreamBody(Protocol):

@@ -23,6 +23,7 @@ names, and so are JSON fields whose names say they hold one (``api_key``, ``toke
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import os
 import platform
@@ -39,6 +40,7 @@ from tokenmark import __version__
 from tokenmark.inputs import json_loads
 from tokenmark.metrics.summary import Summary
 from tokenmark.records import RequestRecord
+from tokenmark.redact import Redactor as Masker
 from tokenmark.rules import Finding
 from tokenmark.scenarios import Schedule
 from tokenmark.settings import EffectiveSettings
@@ -174,10 +176,8 @@ class Redactor:
     secrets: tuple[str, ...] = ()
 
     def text(self, s: str) -> str:
-        for v in self.secrets:
-            if v:
-                s = s.replace(v, "***")
-        return s
+        """``s`` with each secret masked in every form it may take."""
+        return _masker(self.secrets).text(s)
 
     def headers(self, items: Sequence[tuple[str, str]]) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -198,6 +198,11 @@ class Redactor:
         if isinstance(v, str):
             return self.text(v)[:_TEXT_MAX]
         return v
+
+
+@functools.lru_cache(maxsize=8)
+def _masker(secrets: tuple[str, ...]) -> Masker:
+    return Masker(secrets)
 
 
 # -- the server -------------------------------------------------------------------------
