@@ -38,6 +38,7 @@ __all__ = [
     "LayeredSettings",
     "build_settings",
     "default_scenario",
+    "parse_user_conf",
     "read_toml",
     "read_user_conf",
 ]
@@ -179,6 +180,38 @@ def read_toml(path: Path) -> dict[str, Any]:
     return doc
 
 
+def parse_user_conf(text: str, where: str) -> dict[str, str]:
+    """The ``key = value`` lines of a LoadGen ``user.conf`` (comments dropped); a
+    ConfigError names the first line that is not one (binary, NUL, not a number)."""
+    if "\x00" in text:
+        raise ConfigError(f"user.conf {where} is not text (it holds NUL bytes); give "
+                          "LoadGen's 'model.scenario.key = value' lines")
+    kv: dict[str, str] = {}
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.replace("=", " = ", 1).split()
+        if len(parts) != 3 or parts[1] != "=":
+            raise ConfigError(f"{where}:{n}: expected 'model.scenario.key = value' "
+                              f"(got {raw[:80]!r})")
+        key, _, value = parts
+        if key.count(".") < 2:
+            raise ConfigError(f"{where}:{n}: the key {key[:80]!r} must read "
+                              "model.scenario.key")
+        try:
+            number = float(value) if not value.lower().startswith("0x") else int(value, 16)
+        except ValueError:
+            raise ConfigError(
+                f"{where}:{n}: value needs to be integer or double (got {value[:80]!r})"
+            ) from None
+        if not math.isfinite(number) or abs(number) >= _FILE_NUMBER_MAX:
+            raise ConfigError(f"{where}:{n}: {value[:80]!r} is not a finite number below "
+                              "2^63; give a real value")
+        kv[key] = value
+    return kv
+
+
 def read_user_conf(
     path: Path, model: str, scenario: Scenario
 ) -> dict[str, Any]:
@@ -192,30 +225,7 @@ def read_user_conf(
                           "'model.scenario.key = value' lines") from None
     except (OSError, InputLimitError) as e:
         raise ConfigError(f"cannot read user.conf {path}: {e}") from None
-    if "\x00" in text:
-        raise ConfigError(f"user.conf {path} is not text (it holds NUL bytes); give "
-                          "LoadGen's 'model.scenario.key = value' lines")
-    kv: dict[str, str] = {}
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        parts = line.replace("=", " = ", 1).split()
-        if len(parts) != 3 or parts[1] != "=":
-            raise ConfigError(f"{path}:{n}: expected 'model.scenario.key = value' (got {raw!r})")
-        key, _, value = parts
-        if key.count(".") < 2:
-            raise ConfigError(f"{path}:{n}: the key {key!r} must read model.scenario.key")
-        try:
-            number = float(value) if not value.lower().startswith("0x") else int(value, 16)
-        except ValueError:
-            raise ConfigError(
-                f"{path}:{n}: value needs to be integer or double (got {value!r})"
-            ) from None
-        if not math.isfinite(number) or abs(number) >= _FILE_NUMBER_MAX:
-            raise ConfigError(f"{path}:{n}: {value!r} is not a finite number below 2^63; "
-                              "give a real value")
-        kv[key] = value
+    kv = parse_user_conf(text, str(path))
     lg = scenario.loadgen.value
 
     def lookup(sc: str, key: str) -> str | None:
