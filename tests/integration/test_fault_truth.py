@@ -17,6 +17,7 @@ identically, times and chunks included, on every fault kind.
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import fields
 from typing import Any
 
@@ -25,8 +26,9 @@ import pytest
 from tests.integration.openai_support import Run, closed, truth_rows
 from tokenmark.adapters import ipc
 from tokenmark.adapters.openai_http import OpenAIHttpSUT
-from tokenmark.adapters.openai_target import OpenAIConfig
+from tokenmark.adapters.openai_target import OpenAIConfig, check_target
 from tokenmark.adapters.workers import WorkerPoolSUT
+from tokenmark.errors import TargetError
 from tokenmark.loadgen.runner import _Pending
 from tokenmark.records import ErrorClass, Query, RequestRecord
 from tokenmark.servers.faults import FAULT_KINDS
@@ -102,6 +104,7 @@ def _check_against_truth(run: Run, truth: dict[str, dict[str, Any]]) -> dict[str
             assert r.output_tokens == got, fault
         assert r.issued_ns >= 0 and r.done_ns >= r.issued_ns
         assert run.t0 + r.issued_ns <= t["recv_ns"]
+        assert not re.search(r"\b(\w+) \1\b", r.error_detail), r.error_detail  # said once
     return by_fault
 
 
@@ -241,3 +244,14 @@ def test_time_stamps_move_by_the_offset_and_missing_ones_are_stamped_where_made(
         ("sent", (990,), {}), ("token", (2, 4990), {}), ("note", ("x'\"\\é",), {}),
         ("token", (3, 1090), {}),
         ("fail", (ErrorClass.RESET_MID_STREAM, "cut"), {"t_ns": 1190, "endpoint": "e"})]
+
+
+def test_messages_say_what_happened_in_plain_words(both):
+    one, two = both
+    for runs in (one, two):
+        closed = [r.error_detail for r in runs["close_mid:3"]]
+        assert closed == ["connection closed by the server before the response ended"] * 2
+    with pytest.raises(TargetError) as e:
+        check_target(OpenAIConfig(urls=("http://nohost.invalid:9",)))
+    msg = str(e.value)
+    assert "nohost.invalid" in msg and "did not resolve" in msg and "Unknown error" not in msg
