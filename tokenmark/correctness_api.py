@@ -30,7 +30,7 @@ from tokenmark.config.presets import find_benchmark
 from tokenmark.dataset import Dataset
 from tokenmark.engines.hf import HFEngine
 from tokenmark.errors import ConfigError, DatasetError
-from tokenmark.inputs import MIB, json_loads, read_bounded
+from tokenmark.inputs import MIB, load_json_object
 from tokenmark.scoring.evaluate import AccuracyReport, TargetResult, accuracy_txt, evaluate, gate
 from tokenmark.servers.engine_http import EngineHTTPServer
 from tokenmark.sources.hf_tokenizer import load_hf_tokenizer
@@ -65,13 +65,8 @@ def _run_doc(results_dir: Path) -> dict[str, object]:
     p = results_dir / "results.json"
     if not p.is_file():
         raise DatasetError(f"{results_dir}: no results.json; give a tokenmark results folder")
-    try:
-        doc = json_loads(read_bounded(p, 64 * MIB))
-    except (OSError, ValueError) as e:  # unreadable, not UTF-8 JSON, too large or deep
-        raise DatasetError(f"{p}: not a usable results.json ({e})") from None
-    if not isinstance(doc, dict):
-        raise DatasetError(f"{p}: not a tokenmark results.json (not a JSON object)")
-    return doc
+    return load_json_object(p, "results.json", "give a tokenmark results folder",
+                            max_bytes=64 * MIB, error=DatasetError)
 
 
 @dataclass(frozen=True)

@@ -28,12 +28,15 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from tokenmark.errors import BadInputError
+
 __all__ = [
     "MAX_DEPTH",
     "MIB",
     "InputLimitError",
     "check_depth",
     "json_loads",
+    "load_json_object",
     "read_bounded",
     "toml_loads",
 ]
@@ -146,6 +149,22 @@ def read_bounded(path: Path, max_bytes: int) -> bytes:
     if len(data) > max_bytes:
         raise InputLimitError(f"larger than {_size(max_bytes)}")
     return data
+
+
+def load_json_object(path: Path, what: str, fix: str, *, max_bytes: int,
+                     error: type[BadInputError] = BadInputError) -> dict[str, Any]:
+    """The JSON object in ``path`` within bounds; otherwise ``error`` naming the file,
+    what is wrong with it (missing, unreadable, not UTF-8 JSON, too large or too deep,
+    not an object) and ``fix``."""
+    try:
+        obj = json_loads(read_bounded(path, max_bytes))
+    except FileNotFoundError:
+        raise error(f"{path}: no such {what}; {fix}") from None
+    except (OSError, ValueError) as exc:
+        raise error(f"{path}: the {what} is not usable JSON ({exc}); {fix}") from None
+    if not isinstance(obj, dict):
+        raise error(f"{path}: the {what} is not a JSON object; {fix}")
+    return obj
 
 
 def _size(n: int) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 from tokenmark import analyses
 from tokenmark.errors import AnalysisError, BadInputError
 from tokenmark.importer import FileError, Limits, canonical_benchmark, canonical_scenario, scan
-from tokenmark.inputs import MIB, json_loads, read_bounded
+from tokenmark.inputs import MIB, load_json_object
 from tokenmark.resultrows import Label, ResultRow, RunRecord
 from tokenmark.store import Store, WriteCounts
 from tokenmark.store import engine as store_engine
@@ -99,13 +99,8 @@ def _system_file(path: PathLike | None) -> Mapping[str, Any] | None:
     if path is None:
         return None
     p = Path(path)
-    try:
-        doc = json_loads(read_bounded(p, 16 * MIB))
-    except (OSError, ValueError) as exc:  # unreadable, not UTF-8 JSON, too large or deep
-        raise BadInputError(f"cannot read system description {p} ({exc}); give a "
-                            "systems/<id>.json file") from None
-    if not isinstance(doc, dict):
-        raise BadInputError(f"system description {p} is not a JSON object")
+    doc = load_json_object(p, "system description", "give a systems/<id>.json file",
+                           max_bytes=16 * MIB)
     doc.setdefault("system_id", p.stem)
     return doc
 

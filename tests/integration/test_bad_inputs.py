@@ -71,6 +71,10 @@ CASES: dict[str, tuple[Case, str]] = {
     "simulate --qps inf": (lambda t: ["simulate", "--qps", "inf"], "--qps"),
     "sweep --min-duration inf": (lambda t: ["sweep", "--rates", "1,2", "--virtual-time",
                                             "--min-duration", "inf"], "--min-duration"),
+    "ui --max-upload-mb inf": (lambda t: ["ui", "--max-upload-mb", "inf"], "--max-upload-mb"),
+    "reproducibility --tolerance nan": (lambda t: ["reproducibility", "--tolerance", "nan"],
+                                        "--tolerance"),
+    "calibrate --duration inf": (lambda t: ["calibrate", "--duration", "inf"], "--duration"),
     # --config TOML
     "--config array 100k deep": (lambda t: [*SERVER, "--config", _write(
         t, "a.toml", "x = " + DEEP_LIST + "\n")], "nested deeper than 64 levels"),

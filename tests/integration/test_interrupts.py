@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.test_durability import _wait_for_records
 from tokenmark.output.records import read_records
 
 RUN = [sys.executable, "-m", "tokenmark", "run", "-b", "llama3.1-8b", "-s", "poisson",
@@ -29,21 +30,12 @@ RUN = [sys.executable, "-m", "tokenmark", "run", "-b", "llama3.1-8b", "-s", "poi
        "--output-len", "8", "--dataset-size", "64", "--no-db", "-o", "out"]
 
 
-def _wait_for_records(path: Path, n: int = 20, timeout: float = 60.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if path.exists() and path.read_text().count("\n") >= n:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"fewer than {n} records appeared in {timeout} s")
-
-
 def _interrupt(tmp: Path, gaps: list[float], *, via_timeout: bool = False) -> tuple[int, str]:
     cmd = (["timeout", "-s", "INT", "600"] if via_timeout else []) + RUN
     p = subprocess.Popen(cmd, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     try:
-        _wait_for_records(tmp / "out" / "records.jsonl")
+        _wait_for_records(tmp / "out" / "records.jsonl", 20, timeout=60.0)
         p.send_signal(signal.SIGINT)
         for gap in gaps:
             if gap:

@@ -12,7 +12,7 @@ from rich.table import Table as RichTable
 
 from tokenmark import results_api
 from tokenmark.api import EXIT_BAD_INPUT
-from tokenmark.cli.app import app, bad_input, err, out
+from tokenmark.cli.app import app, bad_input, check_numbers, err, out
 from tokenmark.errors import BadInputError
 from tokenmark.results_tables import (
     Table,
@@ -174,6 +174,7 @@ def reproducibility(
     Example: tokenmark reproducibility llama2-70b-99 Offline --accelerator MI355X
     """
     try:
+        check_numbers({"tolerance": tolerance})
         groups = results_api.reproducibility(db=db, benchmark=benchmark, scenario=scenario,
                                              accelerator=accelerator,
                                              accelerators=accelerators,
