@@ -26,6 +26,7 @@ no other process holds.
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
 import pickle
 import struct
@@ -114,14 +115,17 @@ class CallLog:
     :func:`replay` makes the same calls on the parent's handle.
     """
 
-    __slots__ = ("_args", "_methods", "_other", "_shape", "_times", "seq")
+    __slots__ = ("_other", "_shape", "args", "methods", "seq", "times")
 
     def __init__(self, shape: HandleShape, seq: int) -> None:
         self._shape = shape
         self.seq = seq
-        self._methods = array("B")
-        self._args = array("q")
-        self._times = array("q")
+        #: The packed calls ``methods[k](args[k], times[k])``; :meth:`call` fills them, or
+        #: a caller that knows a call is one (``name(int, int)`` with ``t_ns`` second)
+        #: appends to all three.
+        self.methods = array("B")
+        self.args = array("q")
+        self.times = array("q")
         self._other: list[tuple[int, int, tuple[Any, ...], dict[str, Any]]] = []
 
     def call(self, index: int, args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -137,18 +141,19 @@ class CallLog:
         elif at == _KEYWORD_ONLY and kwargs.get("t_ns") is None:
             kwargs["t_ns"] = now()
         if (at == 1 and len(args) == 2 and not kwargs and type(args[0]) is int
-                and type(args[1]) is int and _INT64[0] <= args[0] < _INT64[1]):
-            self._methods.append(index)
-            self._args.append(args[0])
-            self._times.append(args[1])
+                and type(args[1]) is int and _INT64[0] <= args[0] < _INT64[1]
+                and _INT64[0] <= args[1] < _INT64[1]):
+            self.methods.append(index)
+            self.args.append(args[0])
+            self.times.append(args[1])
         else:
-            self._other.append((len(self._methods), index, args, dict(kwargs)))
+            self._other.append((len(self.methods), index, args, dict(kwargs)))
         return args, kwargs
 
     def encode(self) -> bytes:
-        n = len(self._methods)
-        body = (DONE.pack(self.seq, n) + self._methods.tobytes() + self._args.tobytes()
-                + self._times.tobytes() + pickle.dumps(self._other, pickle.HIGHEST_PROTOCOL))
+        n = len(self.methods)
+        body = (DONE.pack(self.seq, n) + self.methods.tobytes() + self.args.tobytes()
+                + self.times.tobytes() + pickle.dumps(self._other, pickle.HIGHEST_PROTOCOL))
         return frame(b"D", body)
 
 
@@ -174,19 +179,25 @@ def replay(payload: memoryview, shape: HandleShape, handle: object, offset_ns: i
         payload[pos:])
     bound = [getattr(handle, name) for name in shape.methods]
     time_at = shape.time_at
-    j = 0
-    for k in range(n + 1):
-        while j < len(other) and other[j][0] == k:
-            _, index, a, kw = other[j]
-            j += 1
-            at = time_at[index]
-            if 0 <= at < len(a) and a[at] is not None:
-                a = (*a[:at], a[at] - offset_ns, *a[at + 1:])
-            elif kw.get("t_ns") is not None:
-                kw["t_ns"] -= offset_ns
-            bound[index](*a, **kw)
-        if k < n:
-            bound[methods[k]](args[k], times[k] - offset_ns)
+    packed = zip(methods, args.tolist(), times.tolist(), strict=True)
+    done = 0
+    for k, index, a, kw in (*other, (n, -1, (), {})):
+        if k > done:  # the packed calls before this one, in order
+            if offset_ns:
+                for m, x, t in itertools.islice(packed, k - done):
+                    bound[m](x, t - offset_ns)
+            else:
+                for m, x, t in itertools.islice(packed, k - done):
+                    bound[m](x, t)
+            done = k
+        if index < 0:
+            break
+        at = time_at[index]
+        if 0 <= at < len(a) and a[at] is not None:
+            a = (*a[:at], a[at] - offset_ns, *a[at + 1:])
+        elif kw.get("t_ns") is not None:
+            kw["t_ns"] -= offset_ns
+        bound[index](*a, **kw)
 
 
 class FrameReader:

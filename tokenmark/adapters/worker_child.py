@@ -34,6 +34,9 @@ from tokenmark.records import ErrorClass
 __all__ = ["main"]
 
 
+_MISSING: Any = object()  # an argument the caller left out
+
+
 class _Relay:
     """The handle of one request in this worker: logs its calls, sends them at the end."""
 
@@ -60,7 +63,36 @@ def relay_class(shape: ipc.HandleShape) -> type[_Relay]:
         def log(self: _Relay, *args: Any, **kwargs: Any) -> None:
             self.log.call(index, args, kwargs, perf_counter_ns)
         log.__name__ = name
-        return log
+        if shape.time_at[index] != 1:
+            return log
+
+        def packed(self: _Relay, n: Any = _MISSING, t_ns: Any = None, *rest: Any,
+                   **kwargs: Any) -> None:
+            """``name(n, t_ns)``, one per streamed read: straight into the arrays."""
+            if type(n) is int and type(t_ns) is int and not rest and not kwargs:
+                lg = self.log
+                times = lg.times
+                try:
+                    times.append(t_ns)  # first: if it does not fit, nothing was added
+                    try:
+                        lg.args.append(n)
+                    except OverflowError:
+                        times.pop()
+                        raise
+                except OverflowError:
+                    pass
+                else:
+                    lg.methods.append(index)
+                    return
+            args: tuple[Any, ...] = () if n is _MISSING else (n,)
+            if n is _MISSING:
+                if t_ns is not None:
+                    kwargs["t_ns"] = t_ns
+            elif t_ns is not None or rest:
+                args += (t_ns, *rest)
+            self.log.call(index, args, kwargs, perf_counter_ns)
+        packed.__name__ = name
+        return packed
 
     ns: dict[str, Any] = {"__slots__": ()}
     for i, name in enumerate(shape.methods):
