@@ -469,11 +469,11 @@ def run(
         )
     view = progress_view(layered.settings, len(workload.dataset), quiet=quiet,
                          json_out=json_out, mode=progress_mode, console=err)
-    # From here on no Ctrl-C loses the results: the first stops the run, the results are
-    # written; one that arrives while the report is written skips the report.
-    guard = ctx.with_resource(InterruptGuard(on_stop=lambda: err.print(
+    # From the run on, no Ctrl-C loses the results: the first stops the run, the results
+    # are written; one that arrives while the report is written skips the report.
+    guard = InterruptGuard(on_stop=lambda: err.print(
         "[yellow]stopping (Ctrl-C):[/] writing the results of what was measured",
-        highlight=False)))
+        highlight=False))
     try:
         trace_plan = None
         if workload.trace_offsets_ns is not None and workload.trace_samples is not None:
@@ -492,7 +492,9 @@ def run(
                                   "--audit (LoadGen reads audits from audit.config)")
             result = submission_api.run_official_loadgen(layered, workload.dataset, spec,
                                                          out_dir, find_peak=find_peak)
+            ctx.with_resource(guard)  # during LoadGen's own run Ctrl-C ends it as before
         else:
+            ctx.with_resource(guard)
             watchers = run_watchers(
                 layered, spec_w, workload, cfg if urls else None, plan,
                 virtual_time=virtual_time, watch=client_watch, calibrate=calibrate,
