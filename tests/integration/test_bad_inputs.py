@@ -171,3 +171,11 @@ def test_the_web_ui_refuses_hostile_uploads_with_400_or_413(upload_client, body,
     assert says in r.json()["detail"]
     if status == 400:
         assert r.json()["written"] is False
+
+
+def test_a_csv_prompt_over_the_csv_modules_field_limit_is_read(tmp_path):
+    data = tmp_path / "long.csv"
+    data.write_text('prompt,max_tokens\n"' + "word " * 40_000 + '",4\n')  # 200 kB, > 128 KiB
+    res = CliRunner().invoke(app, [*RUN, "-s", "constant", "--qps", "50", "-q", "--dataset",
+                                   str(data), "-o", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output

@@ -33,6 +33,9 @@ __all__ = ["Record", "RecordFile", "checked_file", "decode_utf8", "scan_csv", "s
 JSONL_LINE_MAX = 256 * MIB
 #: A JSON array dataset is read whole, so it may be this large; JSON Lines stream.
 JSON_ARRAY_MAX = 2048 * MIB
+# A CSV field may be a whole long prompt (the csv module's own limit is 128 KiB); a
+# record is bounded by JSONL_LINE_MAX instead (scan_csv).
+csv.field_size_limit(max(csv.field_size_limit(), JSONL_LINE_MAX))
 
 
 def checked_file(path: Path | str, what: str = "dataset") -> Path:
@@ -181,6 +184,10 @@ def scan_csv(path: Path, digest: Any) -> Iterator[Record]:
                 start, first_line = pos, n
             pos += len(raw)
             pending += raw
+            if len(pending) > JSONL_LINE_MAX:
+                raise DatasetError(f"{path} line {first_line}: a record longer than "
+                                   f"{JSONL_LINE_MAX // MIB} MiB (a quoted field never "
+                                   "closed?)")
             if pending.count(b'"') % 2:
                 continue  # inside a quoted field that spans lines
             text = decode_utf8(bytes(pending), path, first_line, start)
@@ -189,7 +196,10 @@ def scan_csv(path: Path, digest: Any) -> Iterator[Record]:
                 text = text.removeprefix("\ufeff")
             if not text.strip():
                 continue
-            fields = _csv_fields(text)
+            try:
+                fields = _csv_fields(text)
+            except csv.Error as e:
+                raise DatasetError(f"{path} line {first_line}: not CSV ({e})") from None
             if header is None:
                 header = [h.strip() for h in fields]
                 continue
