@@ -203,7 +203,7 @@ class EmulatedServer:
                 raise ValueError("not an object")
             prompt = self._prompt_tokens(req, chat)
             n = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
-        except (ValueError, TypeError) as e:
+        except (RecursionError, ValueError, TypeError) as e:
             self._refuse(conn, 400, f"bad request: {e}")
             return
         if req.get("model", self.model) != self.model:
