@@ -10,7 +10,8 @@ percent-encodes it, HTML escapes ``&<>"'``, Basic auth base64-encodes ``user:key
 
 - exact forms: raw; JSON-escaped (``ensure_ascii`` on and off, ``/`` escaped or not, and
   JSON-escaped twice); Python ``repr``-escaped in either quote style, of the text and of
-  its UTF-8 bytes; percent-encoded (upper- and lower-case hex, ``+`` for space or not);
+  its UTF-8 bytes, and so of each JSON form (the ``repr`` of a JSON body quoted in an
+  error detail); percent-encoded (upper- and lower-case hex, ``+`` for space or not);
   HTML-escaped;
 - base64 (standard and URL-safe): a secret inside base64 text changes all the
   characters it spans, by its offset modulo 3, except its edges; the middle of each of
@@ -57,9 +58,12 @@ def forms(secret: str) -> set[str]:
         out |= {j, j.replace("/", "\\/")}
         jj = json.dumps(j, ensure_ascii=ascii_only)[1:-1]
         out |= {jj, jj.replace("/", "\\/")}
-    for q in ("'", '"'):
-        out.add(_py_escape(secret, q))
-    out.add(repr(secret.encode("utf-8"))[2:-1])
+    # the text and its JSON forms as a Python literal: a repr of a body, str or bytes
+    # (a detail quoting a JSON answer the client could not use)
+    for f in list(out):
+        for q in ("'", '"'):
+            out.add(_py_escape(f, q))
+        out.add(repr(f.encode("utf-8"))[2:-1])
     for enc in (quote(secret, safe=""), quote(secret), quote_plus(secret, safe=""),
                 quote_plus(secret)):
         out |= {enc, re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), enc)}

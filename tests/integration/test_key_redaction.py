@@ -12,15 +12,22 @@ command's output or errors, or a signed bundle of the run; the quotes are kept, 
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
 import subprocess
 import sys
 import tarfile
+import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tests.unit.test_redact import leaks
+from tokenmark.adapters.openai_target import OpenAIConfig, check_target
+from tokenmark.assemble import server_tokenizer
+from tokenmark.errors import TargetError
 from tokenmark.servers.process import ServerProcess
 
 KEYS = {
@@ -84,3 +91,55 @@ def test_no_form_of_the_key_in_any_output(tmp_path, name):
         assert not leaks(text, key)
         checked += 1
     assert checked >= len(files) + 2
+
+
+class _Quoting(http.server.BaseHTTPRequestHandler):
+    """A server that quotes the Authorization header it got in its ``Server`` header and
+    when its ``/tokenize`` refuses a prompt: the serving software and tokenize errors
+    reach results and messages."""
+
+    def version_string(self) -> str:
+        return "echo " + self.headers.get("Authorization", "")
+
+    def _answer(self, status: int, doc: object) -> None:
+        body = json.dumps(doc).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        self._answer(200, {"object": "list", "data": [{"id": "m", "owned_by": "someone"}]})
+
+    def do_POST(self) -> None:
+        req = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+        if req.get("prompt") == " hello":  # the shape probe: a vLLM /tokenize
+            self._answer(200, {"tokens": [7], "count": 1})
+        else:
+            self._answer(400, {"error": "refused " + self.headers.get("Authorization", "")})
+
+    def log_message(self, *args: object) -> None:
+        return None
+
+
+@pytest.mark.parametrize("name", list(KEYS))
+def test_the_server_header_and_tokenize_errors_mask_the_key(monkeypatch, name):
+    key = KEYS[name]
+    monkeypatch.setenv("TM_SECRET", key)
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Quoting)
+    srv.daemon_threads = True
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}"
+        cfg = check_target(OpenAIConfig(urls=(url + "/v1",), api_key_env="TM_SECRET"))
+        assert cfg.served_by.startswith("echo Bearer ***"), cfg.served_by
+        assert not leaks(cfg.served_by, key)
+        with pytest.raises(TargetError) as e:
+            server_tokenizer(replace(cfg, tokenizer="server"))
+        assert "refused Bearer ***" in str(e.value) and not leaks(str(e.value), key), e.value
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join()

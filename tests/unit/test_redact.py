@@ -39,6 +39,11 @@ def encodings(key: str) -> dict[str, str]:
         "repr": repr(auth),
         "repr in double quotes": repr(auth + "'")[:-2],
         "bytes repr": repr(auth.encode()),
+        # a JSON body quoted in a detail (the client could not use it): repr of the JSON
+        "repr of json": repr(json.dumps({"detail": auth})),
+        "bytes repr of json": repr(json.dumps({"detail": auth}).encode()),
+        "bytes repr of json unicode": repr(
+            json.dumps({"detail": auth}, ensure_ascii=False).encode()),
         "url": quote(key, safe=""),
         "url keeps /": quote(key),
         "url lower hex": re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(),

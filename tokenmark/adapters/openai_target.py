@@ -258,6 +258,7 @@ async def probe(config: OpenAIConfig, key: str) -> TargetInfo:
     ctx = ssl_context(config)
     served: dict[str, tuple[str, ...]] = {}
     software: list[str] = []
+    mask = Redactor(secrets(config, key))
     limit = config.connect_timeout_s or 30.0
     for url in config.urls:
         ep = Endpoint(url, ssl_context=ctx, max_conns=0, keepalive_s=0, now=lambda: 0)
@@ -284,7 +285,9 @@ async def probe(config: OpenAIConfig, key: str) -> TargetInfo:
             raise TargetError(f"{ep.label} broke the connection on GET {path} ({e}); "
                               "check that --url points at an HTTP server") from None
         served[ep.label] = _models(ep.label, path, resp.status, resp.body, config, key)
-        software.append(server_software(resp.headers.get("server", ""), _owner(resp.body)))
+        # masked before server_software cuts it: a server may quote anything there
+        header = mask.text(resp.headers.get("server", ""))
+        software.append(server_software(header, _owner(resp.body)))
     model = config.model
     if not model:
         sets = {ids for ids in served.values()}

@@ -232,7 +232,7 @@ class ExactServer:
                                            "tokens": ids})
             return json_response(200, {"prompt": _TOKENIZER.decode(
                 [int(t) for t in req["tokens"]])})
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             return json_response(400, error_body("bad tokenize request", 400))
 
     def _answer(self, conn: Conn, req: dict[str, Any], chat: bool, truth: Truth,
