@@ -1,11 +1,11 @@
 """What a request costs to carry from a worker process to the parent (``--workers N``).
 
 A worker logs each call its request makes on its handle (``sent``, one ``token`` per
-socket read, ``complete``), encodes the log as one ``D`` message
-(:mod:`tokenmark.adapters.ipc`), and the parent replays it on the run's handle. This
-prints, per request of 16, 256 and 1024 streamed reads: the worker's CPU to log and
-encode, the parent's CPU to decode and replay onto the load generator's real handle,
-and the message size; CPU time (``time.process_time``), median of ``--repeats`` rounds
+socket read, ``details``, ``complete``: what the HTTP client calls), encodes the log as
+one ``D`` message (:mod:`tokenmark.adapters.ipc`), and the parent replays it on the
+run's handle. This prints, per request of 16, 256 and 1024 streamed reads: the worker's
+CPU to log and encode, the parent's CPU to decode and replay onto the load generator's
+real handle, and the message size; CPU time (``time.process_time``), median of ``--repeats`` rounds
 of ``--requests`` requests, with the machine's load average (a shared machine's figures
 are noisy; compare ratios measured in one invocation).
 
@@ -22,7 +22,7 @@ import time
 from tokenmark.adapters import ipc
 from tokenmark.adapters.worker_child import relay_class
 from tokenmark.loadgen.runner import _Pending
-from tokenmark.records import RequestRecord, TokenSource
+from tokenmark.records import RequestRecord, ResponseDetails, TokenSource
 
 
 class _Run:
@@ -54,6 +54,8 @@ def _one_round(reads: int, requests: int) -> tuple[float, float, int]:
         h.sent(1000)
         for k in range(reads):
             h.token(1, 2000 + k)
+        h.details(ResponseDetails(finish_reason="length", stream_tokens=reads,
+                                  token_basis="events"))
         h.complete(reads, TokenSource.USAGE, t_ns=9000, input_tokens=8, alt_output_tokens=-1,
                    cached_input_tokens=-1, text=None, endpoint="http://h:1/v1")
         msgs.append(sock.last)
