@@ -8,10 +8,12 @@ MLPerf log files for MLPerf scenarios).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import os
 import signal
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -75,6 +77,7 @@ __all__ = [
     "EXIT_INVALID",
     "EXIT_VALID",
     "EmulatedTarget",
+    "InterruptGuard",
     "RunResult",
     "RunWatcher",
     "SutSpec",
@@ -442,6 +445,8 @@ async def _run_async(
             reporter.cancel()
         if handled:
             loop.remove_signal_handler(signal.SIGINT)
+            if InterruptGuard.active is not None:
+                InterruptGuard.active.reinstall()
         sink.close()
         if recorder is not None:
             recorder.close()
@@ -546,12 +551,75 @@ async def probe_prompts(system: PromptProbe, dataset: Dataset) -> dict[str, Any]
     return out
 
 
-def _install_sigint(loop: asyncio.AbstractEventLoop, runner: Runner | RunDriver) -> bool:
-    def on_sigint() -> None:
-        if runner.stopping:
-            raise KeyboardInterrupt  # a second Ctrl-C: stop at once
-        runner.request_stop("interrupted by the user (Ctrl-C)")
+class InterruptGuard:
+    """Ctrl-C (SIGINT) during a run, however many arrive and whenever they arrive.
 
+    Inside ``with InterruptGuard():`` (main thread) no SIGINT raises KeyboardInterrupt;
+    each is counted (:attr:`count`). The first one that arrives during a run, or before
+    it begins, stops the run once, as interrupted; later ones change nothing, so the
+    run's results are always written. Only inside :meth:`skippable` does an interrupt
+    raise KeyboardInterrupt, to skip that step (``tokenmark run``: the report).
+    ``on_stop`` is called in the run's event loop when an interrupt stops it.
+    """
+
+    active: InterruptGuard | None = None
+
+    def __init__(self, on_stop: Callable[[], None] | None = None) -> None:
+        self.count = 0
+        self.on_stop = on_stop
+        self._skippable = False
+        self._old: Any = None
+        self._installed = False
+
+    def __enter__(self) -> InterruptGuard:
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._on_signal)
+            self._installed = True
+        self._outer, InterruptGuard.active = InterruptGuard.active, self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        InterruptGuard.active = self._outer
+        if self._installed:
+            signal.signal(signal.SIGINT, self._old)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.count += 1
+        if self._skippable:
+            self._skippable = False
+            raise KeyboardInterrupt
+
+    def reinstall(self) -> None:
+        """Take SIGINT back (asyncio's ``remove_signal_handler`` gives it to Python)."""
+        if self._installed:
+            signal.signal(signal.SIGINT, self._on_signal)
+
+    @contextlib.contextmanager
+    def skippable(self) -> Iterator[None]:
+        """A step an interrupt may cut short: it raises KeyboardInterrupt inside."""
+        self._skippable = True
+        try:
+            yield
+        finally:
+            self._skippable = False
+
+
+def _install_sigint(loop: asyncio.AbstractEventLoop, runner: Runner | RunDriver) -> bool:
+    guard = InterruptGuard.active
+    reason = "interrupted by the user (Ctrl-C)"
+
+    def on_sigint() -> None:
+        if guard is not None:
+            guard.count += 1
+        if runner.stopping:
+            return  # stopping already: the results are being written, whatever comes
+        runner.request_stop(reason)
+        if guard is not None and guard.on_stop is not None:
+            guard.on_stop()
+
+    if guard is not None and guard.count:  # Ctrl-C while the run was being set up
+        guard.count -= 1  # on_sigint counts it again
+        loop.call_soon(on_sigint)
     try:
         loop.add_signal_handler(signal.SIGINT, on_sigint)
         return True

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from tokenmark.adapters.openai_http import OpenAIHttpSUT
-from tokenmark.adapters.openai_target import OpenAIConfig, api_key, check_target
+from tokenmark.adapters.openai_target import OpenAIConfig, api_key, check_target, secrets
 from tokenmark.adapters.server_tokenizer import ServerTokenizer
 from tokenmark.adapters.workers import WorkerPoolSUT
 from tokenmark.clock import Clock
@@ -189,7 +189,8 @@ def server_tokenizer(config: OpenAIConfig) -> ServerTokenizer:
     key = api_key(checked)
     headers = [*(("Authorization", f"Bearer {key}"),) * bool(key), *checked.headers]
     return ServerTokenizer(checked.urls[0], checked.model, headers=headers,
-                           timeout_s=checked.connect_timeout_s or 30.0)
+                           timeout_s=checked.connect_timeout_s or 30.0,
+                           secrets=secrets(checked, key))
 
 
 def prebuild(dataset: Dataset) -> int:

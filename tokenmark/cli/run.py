@@ -23,6 +23,8 @@ from tokenmark.adapters.openai_target import (
     http_name,
 )
 from tokenmark.api import (
+    EXIT_INTERRUPTED,
+    InterruptGuard,
     RunResult,
     SutSpec,
     run_benchmark,
@@ -35,7 +37,7 @@ from tokenmark.assemble import (
     prebuild,
     server_tokenizer,
 )
-from tokenmark.cli.app import app, bad_input, err
+from tokenmark.cli.app import app, bad_input, check_numbers, err
 from tokenmark.cli.progress import ProgressMode, progress_view
 from tokenmark.cli.trust import manifest_plan, run_watchers
 from tokenmark.clock import Clock
@@ -336,6 +338,7 @@ def run(
     Example: tokenmark run --benchmark llama3.1-8b --scenario Server --profile demo --qps 30
     """
     try:
+        check_numbers(ctx.params)
         doc = read_toml(config) if config else {}
         runt = doc.get("run", {})
         round_name = round_ or runt.get("round") or "v6.0"
@@ -524,6 +527,11 @@ def run(
         )
     view = progress_view(layered.settings, len(workload.dataset), quiet=quiet,
                          json_out=json_out, mode=progress_mode, console=err)
+    # From the run on, no Ctrl-C loses the results: the first stops the run, the results
+    # are written; one that arrives while the report is written skips the report.
+    guard = InterruptGuard(on_stop=lambda: err.print(
+        "[yellow]stopping (Ctrl-C):[/] writing the results of what was measured",
+        highlight=False))
     try:
         trace_plan = None
         if workload.trace_offsets_ns is not None and workload.trace_samples is not None:
@@ -542,7 +550,9 @@ def run(
                                   "--audit (LoadGen reads audits from audit.config)")
             result = submission_api.run_official_loadgen(layered, workload.dataset, spec,
                                                          out_dir, find_peak=find_peak)
+            ctx.with_resource(guard)  # during LoadGen's own run Ctrl-C ends it as before
         else:
+            ctx.with_resource(guard)
             watchers = run_watchers(
                 layered, spec_w, workload, cfg if urls else None, plan,
                 virtual_time=virtual_time, watch=client_watch, calibrate=calibrate,
@@ -562,18 +572,27 @@ def run(
     except BadInputError as e:
         raise bad_input(e) from None
     _print_result(result, quiet=quiet, json_out=json_out)
-    _write_report(result, quiet=quiet or json_out)
+    _write_report(result, quiet=quiet or json_out, guard=guard)
     if not no_db:
         _store(result, db, quiet=quiet or json_out)
+    if result.exit_code == EXIT_INTERRUPTED:
+        err.print(f"interrupted (Ctrl-C): the run stopped early and is INVALID; what it "
+                  f"measured is in {result.output_dir}", highlight=False, soft_wrap=True)
     raise typer.Exit(result.exit_code)
 
 
-def _write_report(result: RunResult, *, quiet: bool) -> None:
-    """Write report.html beside results.json; a failure warns and keeps the run's exit code."""
+def _write_report(result: RunResult, *, quiet: bool, guard: InterruptGuard) -> None:
+    """Write report.html beside results.json; a failure warns and keeps the run's exit code.
+    A Ctrl-C meanwhile skips it."""
     try:
-        path = write_report(result.output_dir)
+        with guard.skippable():
+            path = write_report(result.output_dir)
     except (OSError, ValueError, BadInputError) as e:
         err.print(f"[yellow]warning:[/] no report.html: {e}", soft_wrap=True)
+        return
+    except KeyboardInterrupt:
+        err.print(f"report.html skipped (Ctrl-C); write it with: tokenmark report "
+                  f"{result.output_dir}", highlight=False, soft_wrap=True)
         return
     if not quiet:
         err.print(f"report: {path}", highlight=False)

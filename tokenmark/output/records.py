@@ -115,10 +115,13 @@ def encode_record(r: RequestRecord) -> str:
 def read_records(path: Path) -> Iterator[RequestRecord]:
     """Read a records file back. A torn last line (a crash mid-write) is skipped."""
     with open(path, encoding="utf-8") as f:
-        for line in f:
+        for n, line in enumerate(f, 1):
             if not line.endswith("\n"):
                 return
-            d = json.loads(line)
+            try:
+                d = json.loads(line)
+            except RecursionError:
+                raise ValueError(f"{path} line {n}: nested too deep to be a record") from None
             first = d["first_token_ns"]
             gaps = d["chunk_gaps_ns"]
             chunk_ns: list[int] = []

@@ -237,7 +237,7 @@ class EmulatedServer:
             if not isinstance(req, dict):
                 raise ValueError("not an object")
             ask = self._read(req, chat)
-        except (ValueError, TypeError) as e:
+        except (RecursionError, ValueError, TypeError) as e:
             self._refuse(conn, 400, f"bad request: {e}")
             return
         except BadInputError as e:
