@@ -8,17 +8,19 @@ MLPerf log files for MLPerf scenarios).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import os
 import signal
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from tokenmark.adapters.emulated_sut import EmulatedSUT, emulated_describe
+from tokenmark.adapters.emulated_sut import EmulatedSUT, EmulatorIdsHandle, emulated_describe
 from tokenmark.adapters.inprocess import LatencyModel, LatencyModelSUT, NullSUT
 from tokenmark.adapters.openai_http import OpenAIHttpSUT
 from tokenmark.adapters.openai_target import OpenAIConfig
@@ -48,7 +50,12 @@ from tokenmark.output.results import ResultsDocument, RunInfo, write_results
 from tokenmark.records import Query, RequestRecord
 from tokenmark.rules import ClientStats, Finding, Verdicts, evaluate, with_findings
 from tokenmark.scenarios import Schedule, build_schedule, timed_trace
-from tokenmark.servers.emulated import EmulatedConfig, EmulatedServer, spec_arguments
+from tokenmark.servers.emulated import (
+    REFERENCE_FIELD,
+    EmulatedConfig,
+    EmulatedServer,
+    spec_arguments,
+)
 from tokenmark.servers.process import ServerProcess
 from tokenmark.settings import EffectiveSettings, Scenario, effective
 from tokenmark.sut import PromptProbe, ResponseHandle, SystemUnderTest
@@ -61,6 +68,7 @@ __all__ = [
     "EXIT_INVALID",
     "EXIT_VALID",
     "EmulatedTarget",
+    "InterruptGuard",
     "RunResult",
     "RunWatcher",
     "SutSpec",
@@ -107,7 +115,9 @@ def make_sut(spec: SutSpec, clock: Clock) -> SystemUnderTest:
         return NullSUT()
     if spec.kind == "emulated":
         if isinstance(clock, FakeClock):
-            return EmulatedSUT(clock, spec.emulator)
+            srv = spec.emulator_server
+            return EmulatedSUT(clock, spec.emulator, stop_lengths=srv.stop_lengths,
+                               output_seed=srv.output_seed)
         return EmulatedTarget(clock, spec)
     raise ConfigError(f"unknown system under test {spec.kind!r}; choose emulated, "
                       "latency-model or null")
@@ -116,7 +126,13 @@ def make_sut(spec: SutSpec, clock: Clock) -> SystemUnderTest:
 class EmulatedTarget:
     """The emulated server on a free loopback port and the HTTP client against it: the
     main job's default target. ``start`` starts the server (its own process, or this
-    one's event loop) and the client; ``stop`` stops both."""
+    one's event loop) and the client; ``stop`` stops both.
+
+    A sample with a reference output length (``expected_output_tokens``) is sent with
+    :data:`~tokenmark.servers.emulated.REFERENCE_FIELD`, so the emulated model stops
+    there (tokenmark's own field, sent to its own emulator only). When the client keeps
+    the output text (accuracy runs, audits), each answer's text becomes its token ids
+    (:class:`~tokenmark.adapters.emulated_sut.EmulatorIdsHandle`)."""
 
     def __init__(self, clock: Clock, spec: SutSpec) -> None:
         self.spec = spec
@@ -173,8 +189,17 @@ class EmulatedTarget:
         await self.client.start()
 
     def issue(self, query: Query, handle: ResponseHandle) -> None:
-        assert self.client is not None
-        self.client.issue(query, handle)
+        client = self.client
+        assert client is not None
+        if client.config.keep_text:
+            handle = EmulatorIdsHandle(handle)
+        ref = query.sample.expected_output_tokens
+        if ref < 0:
+            client.issue(query, handle)
+            return
+        body = client.body(query.sample)
+        client.send(0, query.seq, b'%s,"%s":%d}' % (body[:-1], REFERENCE_FIELD.encode(), ref),
+                    handle)
 
     async def flush(self) -> None:
         if self.client is not None:
@@ -413,6 +438,8 @@ async def _run_async(
             reporter.cancel()
         if handled:
             loop.remove_signal_handler(signal.SIGINT)
+            if InterruptGuard.active is not None:
+                InterruptGuard.active.reinstall()
         sink.close()
         if recorder is not None:
             recorder.close()
@@ -517,12 +544,75 @@ async def probe_prompts(system: PromptProbe, dataset: Dataset) -> dict[str, Any]
     return out
 
 
-def _install_sigint(loop: asyncio.AbstractEventLoop, runner: Runner | RunDriver) -> bool:
-    def on_sigint() -> None:
-        if runner.stopping:
-            raise KeyboardInterrupt  # a second Ctrl-C: stop at once
-        runner.request_stop("interrupted by the user (Ctrl-C)")
+class InterruptGuard:
+    """Ctrl-C (SIGINT) during a run, however many arrive and whenever they arrive.
 
+    Inside ``with InterruptGuard():`` (main thread) no SIGINT raises KeyboardInterrupt;
+    each is counted (:attr:`count`). The first one that arrives during a run, or before
+    it begins, stops the run once, as interrupted; later ones change nothing, so the
+    run's results are always written. Only inside :meth:`skippable` does an interrupt
+    raise KeyboardInterrupt, to skip that step (``tokenmark run``: the report).
+    ``on_stop`` is called in the run's event loop when an interrupt stops it.
+    """
+
+    active: InterruptGuard | None = None
+
+    def __init__(self, on_stop: Callable[[], None] | None = None) -> None:
+        self.count = 0
+        self.on_stop = on_stop
+        self._skippable = False
+        self._old: Any = None
+        self._installed = False
+
+    def __enter__(self) -> InterruptGuard:
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._on_signal)
+            self._installed = True
+        self._outer, InterruptGuard.active = InterruptGuard.active, self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        InterruptGuard.active = self._outer
+        if self._installed:
+            signal.signal(signal.SIGINT, self._old)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.count += 1
+        if self._skippable:
+            self._skippable = False
+            raise KeyboardInterrupt
+
+    def reinstall(self) -> None:
+        """Take SIGINT back (asyncio's ``remove_signal_handler`` gives it to Python)."""
+        if self._installed:
+            signal.signal(signal.SIGINT, self._on_signal)
+
+    @contextlib.contextmanager
+    def skippable(self) -> Iterator[None]:
+        """A step an interrupt may cut short: it raises KeyboardInterrupt inside."""
+        self._skippable = True
+        try:
+            yield
+        finally:
+            self._skippable = False
+
+
+def _install_sigint(loop: asyncio.AbstractEventLoop, runner: Runner | RunDriver) -> bool:
+    guard = InterruptGuard.active
+    reason = "interrupted by the user (Ctrl-C)"
+
+    def on_sigint() -> None:
+        if guard is not None:
+            guard.count += 1
+        if runner.stopping:
+            return  # stopping already: the results are being written, whatever comes
+        runner.request_stop(reason)
+        if guard is not None and guard.on_stop is not None:
+            guard.on_stop()
+
+    if guard is not None and guard.count:  # Ctrl-C while the run was being set up
+        guard.count -= 1  # on_sigint counts it again
+        loop.call_soon(on_sigint)
     try:
         loop.add_signal_handler(signal.SIGINT, on_sigint)
         return True

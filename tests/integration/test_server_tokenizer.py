@@ -52,3 +52,22 @@ def test_the_cli_builds_prompts_with_the_server_and_warns_only_for_other_servers
     names = [f["rule"] for f in doc["verdicts"]["tokenmark"]["findings"]]
     assert "input_length_agreement" in names
     assert doc["run"]["sut"]["name"].startswith("exact on tokenmark/")
+
+
+def test_a_tokenize_request_nested_100k_deep_is_refused_and_the_server_goes_on():
+    import http.client
+
+    deep = '{"prompt": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    with ServerProcess([]).start() as srv:
+        host, port = srv.url.split("//")[1].split("/")[0].split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        try:
+            for body, status in ((deep, 400), ('{"prompt": " hello"}', 200)):
+                conn.request("POST", "/tokenize", body.encode(),
+                             {"Content-Type": "application/json"})
+                resp = conn.getresponse()
+                answer = json.loads(resp.read())
+                assert resp.status == status, answer
+        finally:
+            conn.close()
+    assert answer["count"] == len(answer["tokens"]) > 0

@@ -66,6 +66,7 @@ from tokenmark.adapters.openai_target import (
     auth_headers,
     http_name,
     probe,
+    secrets,
     ssl_context,
 )
 from tokenmark.adapters.pool import Endpoint
@@ -73,6 +74,7 @@ from tokenmark.adapters.sse import StreamReader
 from tokenmark.clock import Clock, FakeClock, MonotonicClock
 from tokenmark.errors import ConfigError
 from tokenmark.records import ErrorClass, Query, ResponseDetails, Sample, TokenSource
+from tokenmark.redact import Redactor
 from tokenmark.sut import ResponseHandle
 
 __all__ = ["BodyRenderer", "EndpointStats", "OpenAIHttpSUT", "measure_prompt", "request_id"]
@@ -119,6 +121,7 @@ class OpenAIHttpSUT:
         self._clock = clock
         self._now = clock.now_ns
         self._key = api_key(config)
+        self._redactor = Redactor(secrets(config, self._key))
         self._tokenizer = tokenizer or (load_tokenizer(config.tokenizer)
                                         if config.tokenizer else None)
         self._want_text = self._tokenizer is not None or config.keep_text
@@ -312,8 +315,9 @@ class OpenAIHttpSUT:
         return None if served is None else served - planned
 
     def redact(self, text: str) -> str:
-        key = self._key
-        return text.replace(key, "***") if key and len(key) >= 4 else text
+        """``text`` with the API key and header values masked in every form
+        (:mod:`tokenmark.redact`)."""
+        return self._redactor.text(text)
 
 
 class _Probe:
@@ -575,7 +579,9 @@ class _Request:
         if self.done:
             return
         if self.mode == 3:
-            text = b"".join(self.body or ())[:300].decode("utf-8", "replace").strip()
+            # masked before it is cut: a cut inside the key would leave part of it
+            text = self.sut.redact(b"".join(self.body or ()).decode("utf-8", "replace")
+                                   )[:300].strip()
             err = ErrorClass.RATE_LIMITED if self.status == 429 else ErrorClass.HTTP_STATUS
             self.fail(err, f"HTTP {self.status}: {text}", t)
             return
@@ -630,9 +636,9 @@ class _Request:
                 if not finish and isinstance(ch.get("finish_reason"), str):
                     finish = ch["finish_reason"]
             usage = obj.get("usage")
-        except (ValueError, KeyError, TypeError, AttributeError):
-            self.fail(ErrorClass.MALFORMED,
-                      f"not an OpenAI response body: {raw[:80]!r}", t)
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            self.fail(ErrorClass.MALFORMED, "not an OpenAI response body: "
+                      + self.sut.redact(repr(raw[:2048]))[:90], t)
             return
         text = "".join(str(x) for x in texts)
         if not isinstance(usage, dict):

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import json
 import os
 import re
 import ssl
@@ -29,6 +28,8 @@ from tokenmark.adapters.http1 import describe_os_error
 from tokenmark.adapters.pool import Endpoint, fetch, parse_base_url
 from tokenmark.adapters.sse import DEFAULT_MAX_EVENT_BYTES
 from tokenmark.errors import ConfigError, TargetError
+from tokenmark.inputs import json_loads
+from tokenmark.redact import Redactor
 
 __all__ = [
     "API_KINDS",
@@ -40,6 +41,7 @@ __all__ = [
     "check_target",
     "http_name",
     "probe",
+    "secrets",
     "ssl_context",
 ]
 
@@ -131,8 +133,9 @@ class OpenAIConfig:
             raise ConfigError(f"--preconnect {self.preconnect} exceeds --pool-size "
                               f"{self.pool_size}; lower it or raise the pool size")
         for name, value in self.headers:
-            if not _TOKEN_RE.match(name) or "\r" in value or "\n" in value:
-                raise ConfigError(f"bad header {name!r}; write it as NAME: VALUE on one line")
+            if not _TOKEN_RE.match(name) or not _header_safe(value):
+                raise ConfigError(f"bad header {name!r}; write it as NAME: VALUE on one line "
+                                  "(Latin-1 characters, no control characters)")
             if name.lower() in _RESERVED_HEADERS:
                 raise ConfigError(f"the client sets the {name} header itself; drop it")
         self.extra_body_dict()
@@ -151,8 +154,8 @@ class OpenAIConfig:
         if not self.extra_body:
             return {}
         try:
-            obj = json.loads(self.extra_body)
-        except ValueError as e:
+            obj = json_loads(self.extra_body)
+        except ValueError as e:  # not JSON, or nested too deep
             raise ConfigError(f"--extra-body is not valid JSON ({e}); pass a JSON object "
                               "such as '{\"top_p\": 0.9}'") from None
         if not isinstance(obj, dict):
@@ -184,7 +187,23 @@ def api_key(config: OpenAIConfig) -> str:
     if not key and config.api_key_env != DEFAULT_KEY_ENV:
         raise ConfigError(f"${config.api_key_env} is not set; export the API key in it or "
                           "drop --api-key-env")
+    if not _header_safe(key):  # it travels in an HTTP header
+        raise ConfigError(f"the API key in ${config.api_key_env} holds a character an HTTP "
+                          "header cannot carry (a control character, or one outside "
+                          "Latin-1); check the variable")
     return key
+
+
+def _header_safe(value: str) -> bool:
+    """Whether ``value`` can be an HTTP header value as is: Latin-1, no control
+    characters (CR or LF would start another header)."""
+    return all(" " <= c <= "\xff" and c != "\x7f" or c == "\t" for c in value)
+
+
+def secrets(config: OpenAIConfig, key: str) -> tuple[str, ...]:
+    """What never appears in tokenmark's output: the API key and the custom header
+    values (:mod:`tokenmark.redact` masks each in every form it may take)."""
+    return tuple(v for v in (key, *(value for _, value in config.headers)) if v)
 
 
 def ssl_context(config: OpenAIConfig) -> ssl.SSLContext | None:
@@ -239,6 +258,7 @@ async def probe(config: OpenAIConfig, key: str) -> TargetInfo:
     ctx = ssl_context(config)
     served: dict[str, tuple[str, ...]] = {}
     software: list[str] = []
+    mask = Redactor(secrets(config, key))
     limit = config.connect_timeout_s or 30.0
     for url in config.urls:
         ep = Endpoint(url, ssl_context=ctx, max_conns=0, keepalive_s=0, now=lambda: 0)
@@ -265,7 +285,9 @@ async def probe(config: OpenAIConfig, key: str) -> TargetInfo:
             raise TargetError(f"{ep.label} broke the connection on GET {path} ({e}); "
                               "check that --url points at an HTTP server") from None
         served[ep.label] = _models(ep.label, path, resp.status, resp.body, config, key)
-        software.append(server_software(resp.headers.get("server", ""), _owner(resp.body)))
+        # masked before server_software cuts it: a server may quote anything there
+        header = mask.text(resp.headers.get("server", ""))
+        software.append(server_software(header, _owner(resp.body)))
     model = config.model
     if not model:
         sets = {ids for ids in served.values()}
@@ -284,7 +306,7 @@ async def probe(config: OpenAIConfig, key: str) -> TargetInfo:
 
 def _owner(body: bytes) -> str:
     try:
-        data = json.loads(body)["data"]
+        data = json_loads(body)["data"]
         return str(data[0].get("owned_by") or "")
     except (ValueError, KeyError, TypeError, IndexError, AttributeError):
         return ""
@@ -302,12 +324,12 @@ def _models(label: str, path: str, status: int, body: bytes, config: OpenAIConfi
                           "(e.g. http://HOST:PORT/v1) or skip the check with "
                           "--no-model-check")
     if status != 200:
-        snippet = body[:160].decode("utf-8", "replace").replace(key, "***") if key else (
-            body[:160].decode("utf-8", "replace"))
+        snippet = Redactor(secrets(config, key)).text(
+            body[:2048].decode("utf-8", "replace"))[:160]
         raise TargetError(f"{label} answered HTTP {status} to GET {path} ({snippet!r}); "
                           "check the server")
     try:
-        data = json.loads(body)["data"]
+        data = json_loads(body)["data"]
         return tuple(str(m["id"]) for m in data)
     except (ValueError, KeyError, TypeError):
         raise TargetError(f"{label} did not return an OpenAI model list for GET {path}; "

@@ -43,6 +43,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tokenmark.errors import ConfigError, TargetError
+from tokenmark.inputs import json_loads
+from tokenmark.redact import Redactor
 
 __all__ = ["SHAPES", "ServerTokenizer"]
 
@@ -77,7 +79,8 @@ class ServerTokenizer:
     """Tokenize and detokenize through an OpenAI-compatible server's own endpoints."""
 
     def __init__(self, url: str, model: str, *, headers: Sequence[tuple[str, str]] = (),
-                 timeout_s: float = 30.0, shape: str = "") -> None:
+                 timeout_s: float = 30.0, shape: str = "", secrets: Sequence[str] = ()
+                 ) -> None:
         parts = urlsplit(url if "://" in url else f"http://{url}")
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"--tokenizer server needs an http(s) --url, not {url!r}")
@@ -87,6 +90,7 @@ class ServerTokenizer:
         self._root = ""  # tokenize endpoints live at the server root, not under /v1
         self.model = model
         self._headers = {"Content-Type": "application/json", **dict(headers)}
+        self._mask = Redactor(secrets)  # what a server's answer quoted back never shows
         self._timeout = timeout_s
         self._conn: http.client.HTTPConnection | None = None
         self._memo: dict[str, tuple[int, ...]] = {}
@@ -151,10 +155,14 @@ class ServerTokenizer:
                 continue
             self.round_trips += 1
             try:
-                return resp.status, json.loads(raw)
-            except ValueError:
+                return resp.status, json_loads(raw)
+            except ValueError:  # not JSON, or nested too deep
                 return resp.status, None
         raise AssertionError("unreachable")
+
+    def _quote(self, answer: Any) -> str:
+        """A server's answer in an error, secrets masked before it is cut."""
+        return self._mask.text(str(answer)[:2048])[:120]
 
     def _body(self, shape: str, text: str) -> dict[str, Any]:
         key = SHAPES[shape][2]
@@ -182,7 +190,7 @@ class ServerTokenizer:
         tokens = obj.get("tokens") if isinstance(obj, dict) else None
         if status != 200 or not isinstance(tokens, list):
             raise TargetError(f"the server's {path} answered HTTP {status} "
-                              f"({str(obj)[:120]}); give --tokenizer PATH instead")
+                              f"({self._quote(obj)}); give --tokenizer PATH instead")
         return [int(t) for t in tokens]
 
     def _detokenize(self, ids: list[int]) -> str:
@@ -194,7 +202,7 @@ class ServerTokenizer:
         text = obj.get(key) if isinstance(obj, dict) else None
         if status != 200 or not isinstance(text, str):
             raise TargetError(f"the server's {path} answered HTTP {status} "
-                              f"({str(obj)[:120]}); give --tokenizer PATH instead")
+                              f"({self._quote(obj)}); give --tokenizer PATH instead")
         return text
 
     def _vocabulary(self) -> dict[int, str]:

@@ -32,7 +32,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any, cast
 
 from tokenmark.adapters import ipc
@@ -87,10 +87,6 @@ class _Link(asyncio.Protocol):
         for kind, payload in self.reader.feed(data):
             if kind == 68:  # "D"
                 pool._done(self, payload)
-            elif kind == 69:  # "E"
-                pool._details(payload)
-            elif kind == 70:  # "F"
-                pool._failed(self, payload)
             elif kind == 115:  # "s"
                 t3 = pool._now()
                 t1, t2 = ipc.PONG.unpack_from(payload, 0)
@@ -128,7 +124,8 @@ class WorkerPoolSUT:
         self._run_id = os.urandom(4).hex()
         self._links: list[_Link] = []
         self._procs: list[subprocess.Popen[bytes]] = []
-        self._pending: dict[int, tuple[ResponseHandle, int, _Link]] = {}
+        self._pending: dict[int, tuple[ResponseHandle, int, _Link, ipc.HandleShape]] = {}
+        self._shapes: dict[type, tuple[int, ipc.HandleShape]] = {}
         self._end_sync: list[ClockSync] = []
         self._renderer = BodyRenderer(self.config)
         self._stopping = False
@@ -251,13 +248,19 @@ class WorkerPoolSUT:
         if renderer.exact_output and hasattr(handle, "details"):  # a DetailsHandle
             handle.details(ResponseDetails(
                 demanded_output_tokens=renderer.output_tokens(query.sample)))
-        self._pending[query.seq] = (handle, ep, link)
+        known = self._shapes.get(type(handle))
+        if known is None:  # a new kind of handle: every worker learns its methods
+            known = self._shapes[type(handle)] = (len(self._shapes),
+                                                  ipc.HandleShape.of(type(handle)))
+            for each in self._links:
+                each.send(ipc.frame(b"H", known[1].to_json()))
+        self._pending[query.seq] = (handle, ep, link, known[1])
         link.in_flight += 1
         self._in_flight[ep] += 1
         st = self.stats[ep]
         if self._in_flight[ep] > st.max_in_flight:
             st.max_in_flight = self._in_flight[ep]
-        link.send(ipc.frame(b"I", ipc.ISSUE.pack(query.seq, ep)
+        link.send(ipc.frame(b"I", ipc.ISSUE.pack(query.seq, ep, known[0])
                             + self._renderer.body(query.sample)))
 
     def request_id(self, seq: int) -> str:
@@ -287,61 +290,25 @@ class WorkerPoolSUT:
             return best
         return i
 
-    def _take(self, link: _Link, seq: int) -> tuple[ResponseHandle, int] | None:
+    def _take(self, link: _Link, seq: int) -> tuple[ResponseHandle, int,
+                                                    ipc.HandleShape] | None:
         entry = self._pending.pop(seq, None)
         if entry is None:
             return None
-        handle, ep, _ = entry
+        handle, ep, _, shape = entry
         link.in_flight -= 1
         self._in_flight[ep] -= 1
-        return handle, ep
+        return handle, ep, shape
 
     def _done(self, link: _Link, payload: memoryview) -> None:
-        seq, sent, t, out, source, inp, alt, cached, reasoning, times, counts, text = (
-            ipc.parse_done(payload))
-        got = self._take(link, seq)
-        if got is None:
-            return
-        handle, ep = got
-        off = link.sync.offset_ns
-        if sent >= 0:
-            handle.sent(sent - off)
-        token = handle.token
-        split = getattr(handle, "reasoning", None)  # a tokenmark.sut.ReasoningHandle
-        for k in range(len(times)):
-            c = counts[k]
-            if c >= 0:
-                token(c, times[k] - off)
-            elif split is not None:
-                split(-c, times[k] - off)
-            else:
-                token(-c, times[k] - off)
-        if reasoning >= 0 and split is not None:
-            handle.reasoning_usage(reasoning)  # type: ignore[attr-defined]
-        handle.complete(out, source, t_ns=t - off, input_tokens=inp, alt_output_tokens=alt,
-                        cached_input_tokens=cached, text=text, endpoint=self.labels[ep])
-
-    def _details(self, payload: memoryview) -> None:
-        seq, d = ipc.parse_details(payload)
-        entry = self._pending.get(seq)
-        if entry is not None and hasattr(entry[0], "details"):  # a DetailsHandle
-            entry[0].details(d)
-
-    def _failed(self, link: _Link, payload: memoryview) -> None:
-        seq, sent, t, err = ipc.FAIL.unpack_from(payload, 0)
-        got = self._take(link, seq)
-        if got is None:
-            return
-        handle, ep = got
-        if sent >= 0:
-            handle.sent(sent - link.sync.offset_ns)
-        detail = bytes(payload[ipc.FAIL.size:]).decode("utf-8", "replace")
-        handle.fail(ipc.ERRORS[err], detail, t_ns=t - link.sync.offset_ns,
-                    endpoint=self.labels[ep])
+        """A request ended in a worker: its handle calls, replayed on the parent's handle."""
+        got = self._take(link, ipc.done_seq(payload))
+        if got is not None:
+            ipc.replay(payload, got[2], got[0], link.sync.offset_ns)
 
     def _lost(self, link: _Link) -> None:
         """A worker's socket closed: fail what it had in flight (unless we are stopping)."""
-        for seq, (handle, ep, owner) in list(self._pending.items()):
+        for seq, (handle, ep, owner, _) in list(self._pending.items()):
             if owner is link:
                 self._take(link, seq)
                 handle.fail(ErrorClass.UNANSWERED,
@@ -350,12 +317,16 @@ class WorkerPoolSUT:
                 self.stats[ep].errors[ErrorClass.UNANSWERED.value] += 1
 
     def _merge(self, final: dict[str, Any]) -> None:
+        """Add a worker's per-endpoint counters (every field; the peak in flight is the
+        parent's own, over all workers)."""
         self.worker_cpu_s += float(final.get("cpu_s", 0.0))
         for st, row in zip(self.stats, final.get("endpoints", []), strict=False):
-            st.requests += row["requests"]
-            st.ok += row["ok"]
-            st.errors.update(Counter(row["errors"]))
-            st.output_tokens += row["output_tokens"]
-            st.cached_prompt_tokens += row["cached_prompt_tokens"]
-            st.connections += row["connections"]
-            st.connect_waits += row.get("connect_waits", 0)
+            for f in fields(st):
+                value = row.get(f.name)
+                if f.name in ("label", "max_in_flight") or value is None:
+                    continue
+                mine = getattr(st, f.name)
+                if isinstance(mine, Counter):
+                    mine.update(Counter(value))
+                elif isinstance(mine, int | float):
+                    setattr(st, f.name, mine + value)

@@ -23,6 +23,8 @@ from tokenmark.adapters.openai_target import (
     http_name,
 )
 from tokenmark.api import (
+    EXIT_INTERRUPTED,
+    InterruptGuard,
     RunResult,
     SutSpec,
     run_benchmark,
@@ -30,16 +32,22 @@ from tokenmark.api import (
 from tokenmark.assemble import (
     WorkloadSpec,
     build_workload,
+    default_api,
     http_sut_factory,
     prebuild,
     server_tokenizer,
 )
-from tokenmark.cli.app import app, bad_input, err
+from tokenmark.cli.app import app, bad_input, check_numbers, err
 from tokenmark.cli.progress import ProgressMode, progress_view
 from tokenmark.cli.trust import manifest_plan, run_watchers
 from tokenmark.clock import Clock
 from tokenmark.compliance.audit import apply_audit, audit_for
-from tokenmark.config.layering import build_settings, default_scenario, read_toml
+from tokenmark.config.layering import (
+    DEMO_MAX_OUTPUT_TOKENS,
+    build_settings,
+    default_scenario,
+    read_toml,
+)
 from tokenmark.config.presets import load_round, rounds
 from tokenmark.correctness_api import audit_results, hf_sut_factory
 from tokenmark.engines.emulated import EmulatorSpec
@@ -207,8 +215,9 @@ def run(
     url: Annotated[list[str] | None, typer.Option(
         help="An OpenAI-compatible endpoint (repeat for replicas); selects the HTTP client.",
         rich_help_panel=TG)] = None,
-    api: Annotated[str, typer.Option(help="completions or chat.", rich_help_panel=TG)
-    ] = "completions",
+    api: Annotated[str, typer.Option(
+        help="completions or chat (default: chat when requests carry images or the model "
+        "reasons, else completions).", rich_help_panel=TG)] = "",
     model: Annotated[str, typer.Option(
         help="Model name (default: the one the endpoint serves).", rich_help_panel=TG)] = "",
     stream: Annotated[bool, typer.Option(help="Stream responses (SSE).",
@@ -329,6 +338,7 @@ def run(
     Example: tokenmark run --benchmark llama3.1-8b --scenario Server --profile demo --qps 30
     """
     try:
+        check_numbers(ctx.params)
         doc = read_toml(config) if config else {}
         runt = doc.get("run", {})
         round_name = round_ or runt.get("round") or "v6.0"
@@ -426,6 +436,8 @@ def run(
                 headers=_headers([*(header or []), *tg.get("headers", [])]),
                 verify_tls=verify_tls, ca_file=ca_file or tg.get("ca_file", ""),
                 connect_timeout_s=connect_timeout))
+        api = default_api(api or doc.get("target", {}).get("api", ""), spec_w,
+                          layered.preset.name)
         workload = build_workload(spec_w, layered, served_tok)
         if served_tok is not None:
             n_built = prebuild(workload.dataset)
@@ -452,9 +464,13 @@ def run(
             accelerators=accelerators or s.get("accelerators", 0))
         if kind == "emulated":
             emu.deployment()  # an unknown name or a model that does not fit fails here
+        preconnect = layered.settings.concurrency or layered.settings.max_concurrency or 0
         spec: SutSpec | Callable[[Clock], SystemUnderTest] = SutSpec(
-            kind=kind, model=lm, emulator=emu, api=api, stream=stream,
-            preconnect=layered.settings.concurrency or layered.settings.max_concurrency or 0)
+            kind=kind, model=lm, emulator=emu, api=api, stream=stream, preconnect=preconnect,
+            # outputs are logged: the client keeps the emulator's text (its token ids)
+            client=OpenAIConfig(urls=("http://emulated",), api=api, stream=stream,
+                                preconnect=preconnect, keep_text=True)
+            if logs_outputs else None)
         if (sut or s.get("kind")) == "hf":
             spec = hf_sut_factory(model_dir or Path(s.get("model_dir", "")))
         if urls:
@@ -506,10 +522,16 @@ def run(
     if show and layered.settings.profile == "demo":
         err.print(
             "[yellow]demo profile:[/] a short run judged by LoadGen's rules, "
-            "not an MLPerf-length run. Results are unverified."
+            f"not an MLPerf-length run (outputs capped at {DEMO_MAX_OUTPUT_TOKENS} tokens). "
+            "Results are unverified."
         )
     view = progress_view(layered.settings, len(workload.dataset), quiet=quiet,
                          json_out=json_out, mode=progress_mode, console=err)
+    # From the run on, no Ctrl-C loses the results: the first stops the run, the results
+    # are written; one that arrives while the report is written skips the report.
+    guard = InterruptGuard(on_stop=lambda: err.print(
+        "[yellow]stopping (Ctrl-C):[/] writing the results of what was measured",
+        highlight=False))
     try:
         trace_plan = None
         if workload.trace_offsets_ns is not None and workload.trace_samples is not None:
@@ -528,7 +550,9 @@ def run(
                                   "--audit (LoadGen reads audits from audit.config)")
             result = submission_api.run_official_loadgen(layered, workload.dataset, spec,
                                                          out_dir, find_peak=find_peak)
+            ctx.with_resource(guard)  # during LoadGen's own run Ctrl-C ends it as before
         else:
+            ctx.with_resource(guard)
             watchers = run_watchers(
                 layered, spec_w, workload, cfg if urls else None, plan,
                 virtual_time=virtual_time, watch=client_watch, calibrate=calibrate,
@@ -548,18 +572,27 @@ def run(
     except BadInputError as e:
         raise bad_input(e) from None
     _print_result(result, quiet=quiet, json_out=json_out)
-    _write_report(result, quiet=quiet or json_out)
+    _write_report(result, quiet=quiet or json_out, guard=guard)
     if not no_db:
         _store(result, db, quiet=quiet or json_out)
+    if result.exit_code == EXIT_INTERRUPTED:
+        err.print(f"interrupted (Ctrl-C): the run stopped early and is INVALID; what it "
+                  f"measured is in {result.output_dir}", highlight=False, soft_wrap=True)
     raise typer.Exit(result.exit_code)
 
 
-def _write_report(result: RunResult, *, quiet: bool) -> None:
-    """Write report.html beside results.json; a failure warns and keeps the run's exit code."""
+def _write_report(result: RunResult, *, quiet: bool, guard: InterruptGuard) -> None:
+    """Write report.html beside results.json; a failure warns and keeps the run's exit code.
+    A Ctrl-C meanwhile skips it."""
     try:
-        path = write_report(result.output_dir)
+        with guard.skippable():
+            path = write_report(result.output_dir)
     except (OSError, ValueError, BadInputError) as e:
         err.print(f"[yellow]warning:[/] no report.html: {e}", soft_wrap=True)
+        return
+    except KeyboardInterrupt:
+        err.print(f"report.html skipped (Ctrl-C); write it with: tokenmark report "
+                  f"{result.output_dir}", highlight=False, soft_wrap=True)
         return
     if not quiet:
         err.print(f"report: {path}", highlight=False)

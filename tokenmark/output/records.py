@@ -173,10 +173,13 @@ def read_records(path: Path) -> Iterator[RequestRecord]:
     """Read a records file back. A torn last line (a crash mid-write) is skipped; a field
     a file written before it existed lacks reads back as the record's default."""
     with open(path, encoding="utf-8") as f:
-        for line in f:
+        for n, line in enumerate(f, 1):
             if not line.endswith("\n"):
                 return
-            d = json.loads(line)
+            try:
+                d = json.loads(line)
+            except RecursionError:
+                raise ValueError(f"{path} line {n}: nested too deep to be a record") from None
             kw = {attr: d[key] for key, attr in FIELDS if key in d}
             first = d["first_token_ns"]
             chunk_ns: list[int] = []

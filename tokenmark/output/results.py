@@ -44,9 +44,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from tokenmark import __version__
-from tokenmark.config.layering import LayeredSettings
+from tokenmark.config.layering import DEMO_MAX_OUTPUT_TOKENS, LayeredSettings
 from tokenmark.errors import BadInputError
 from tokenmark.findings import Finding
+from tokenmark.inputs import MIB, json_loads, read_bounded
 from tokenmark.metrics.stats import Distribution
 from tokenmark.metrics.summary import Summary
 from tokenmark.resultrows import UNVERIFIED_NOTE
@@ -73,6 +74,8 @@ __all__ = [
 SCHEMA_PREFIX: Final = "tokenmark.results/"
 SCHEMA: Final = SCHEMA_PREFIX + "1"
 RESULTS_FILE: Final = "results.json"
+#: results.json larger than this is refused unread (a real one is well under 1 MiB).
+RESULTS_MAX_BYTES: Final = 64 * MIB
 #: Every run tokenmark writes is unverified (not reviewed by MLCommons).
 LABEL: Final = "unverified"
 _MS = 1e-6
@@ -256,8 +259,9 @@ class ResultsDocument:
 
 
 #: The profile note of the demo profile (``profile_note`` of its runs).
-DEMO_NOTE: Final = ("demo profile: a short run (min duration and dataset cut down), judged "
-                    "by LoadGen's rules but not an MLPerf-length run")
+DEMO_NOTE: Final = ("demo profile: a short run (min duration and dataset cut down, outputs "
+                    f"capped at {DEMO_MAX_OUTPUT_TOKENS} tokens), judged by LoadGen's rules but "
+                    "not an MLPerf-length run")
 
 
 def _upgrade_summary(summary: dict[str, Any]) -> dict[str, Any]:
@@ -294,8 +298,8 @@ def read_results(path: Path) -> ResultsDocument:
         raise ResultsError(str(path), f"holds no {RESULTS_FILE}; give a results folder "
                            "'tokenmark run' wrote")
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+        doc = json_loads(read_bounded(p, RESULTS_MAX_BYTES))
+    except (OSError, UnicodeDecodeError, ValueError) as e:  # not JSON, too deep or too large
         raise ResultsError(str(p), f"cannot be read ({e}); give an intact results.json") \
             from None
     return ResultsDocument.from_json(doc, str(p))

@@ -257,8 +257,13 @@ def run_report_data(results_dir: Path, *, records: bool = True) -> dict[str, Any
     acc: _Accumulators | None = None
     if records and rec_path.name == RECORDS_FILE and rec_path.is_file():
         acc = _Accumulators()
-        for batch in _batches(rec_path):
-            _add_batch(acc, batch)
+        try:
+            for batch in _batches(rec_path):
+                _add_batch(acc, batch)
+        except (RecursionError, KeyError, TypeError, AttributeError, ValueError) as e:
+            raise ValueError(f"{rec_path} holds a line that is not a tokenmark record "
+                             f"({type(e).__name__}); give the records.jsonl the run "
+                             "wrote") from None
     return report_data(doc, acc)
 
 

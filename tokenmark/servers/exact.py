@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Any
 
-from tokenmark.servers.faults import MORE, Fault, FaultPlan, OutStream, Truth
+from tokenmark.servers.faults import MORE, Fault, FaultPlan, OutStream, Truth, echo_response
 from tokenmark.servers.http_base import Conn, Head, error_body
 from tokenmark.servers.render import (
     HEAD_CLOSE,
@@ -172,7 +172,7 @@ class ExactServer:
             req = json.loads(body)
             if not isinstance(req, dict):
                 raise ValueError("not an object")
-        except ValueError:
+        except (ValueError, RecursionError):
             conn.finish(json_response(400, error_body("the body is not a JSON object", 400)))
             return
         ordinal = self._ordinal
@@ -197,13 +197,17 @@ class ExactServer:
         kind = fault.kind
         if kind == "status":
             code = fault.arg
-            conn.finish(json_response(code, error_body(f"injected status {code}", code)))
+            resp = json_response(code, error_body(f"injected status {code}", code))
+            truth.wrote(resp, "status")
+            conn.finish(resp)
             return
-        if kind == "echo_auth":  # a careless server that quotes the key back
-            auth = headers.get("authorization", "")
-            conn.finish(json_response(401, error_body(f"invalid credentials {auth!r}", 401)))
+        if kind == "echo_auth":  # a careless server that quotes the key back, every way
+            resp = echo_response(headers.get("authorization", ""))
+            truth.wrote(resp, "status")
+            conn.finish(resp)
             return
         if kind == "reset":
+            truth.wrote(b"", "reset")
             conn.reset()
             return
         if kind == "stall":
@@ -228,7 +232,7 @@ class ExactServer:
                                            "tokens": ids})
             return json_response(200, {"prompt": _TOKENIZER.decode(
                 [int(t) for t in req["tokens"]])})
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             return json_response(400, error_body("bad tokenize request", 400))
 
     def _answer(self, conn: Conn, req: dict[str, Any], chat: bool, truth: Truth,
@@ -280,6 +284,8 @@ class ExactServer:
             t = perf_counter_ns()
             truth.first_ns = truth.last_ns = truth.done_ns = t
             truth.tokens = n
+            if not conn.closed:
+                truth.wrote(resp, "complete")
             conn.finish(resp)
 
         loop = self._loop

@@ -40,6 +40,7 @@ __all__ = [
     "adversarial_texts",
     "chunk",
     "json_response",
+    "prologue",
     "render_cyclic",
     "render_full",
     "render_stream",
@@ -147,10 +148,13 @@ def _event_maker(chat: bool, model: str, include_usage: bool, sep: bytes, chunke
     return cevent
 
 
-def _prologue(chat: bool, model: str, include_usage: bool, sep: bytes, chunked: bool) -> bytes:
+def prologue(chat: bool, model: str, include_usage: bool, sep: bytes, chunked: bool,
+             cid: str = "chatcmpl-exact") -> bytes:
+    """Chat's first event (the assistant role, no token), framed; nothing for
+    completions. ``cid``: the response id."""
     if not chat:
         return b""
-    obj = {"id": "chatcmpl-exact", "object": "chat.completion.chunk", "created": CREATED,
+    obj = {"id": cid, "object": "chat.completion.chunk", "created": CREATED,
            "model": model, "choices": [{"index": 0, "delta": {"role": "assistant",
                                                               "content": ""},
                                         "logprobs": None, "finish_reason": None}],
@@ -174,10 +178,10 @@ def render_stream(
     ``texts``: the tokens' texts (default: :func:`token_words`).
     """
     event = _event_maker(chat, model, include_usage, sep, chunked)
-    prologue = _prologue(chat, model, include_usage, sep, chunked)
+    first = prologue(chat, model, include_usage, sep, chunked)
     words = token_words(n) if texts is None else texts
     tokens = tuple(event(w, k == n - 1, chat and k < reasoning) for k, w in enumerate(words))
-    return StreamBody(prologue, tokens, _done(sep, chunked), chat, model, sep, chunked)
+    return StreamBody(first, tokens, _done(sep, chunked), chat, model, sep, chunked)
 
 
 #: Texts that fooled a byte scanner, and what no text may break: first letters that
@@ -233,7 +237,7 @@ def render_cyclic(chat: bool, model: str, include_usage: bool, sep: bytes = b"\n
     server's answers are as long as a request asks)."""
     event = _event_maker(chat, model, include_usage, sep, chunked)
     texts = [_WORDS[0], *(" " + w for w in _WORDS)]
-    return CyclicStreamBody(_prologue(chat, model, include_usage, sep, chunked),
+    return CyclicStreamBody(prologue(chat, model, include_usage, sep, chunked),
                             tuple(event(t, False, False) for t in texts),
                             _done(sep, chunked), chat, model, sep, chunked,
                             tuple(event(t, True, False) for t in texts))
