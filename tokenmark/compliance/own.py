@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tokenmark.dataset import Dataset
-from tokenmark.records import ErrorClass, Query, TokenSource
+from tokenmark.records import ErrorClass, Query, ResponseDetails, TokenSource
 from tokenmark.sut import SystemUnderTest
 
 __all__ = ["Answer", "AuditResult", "ask", "caching_audit", "stream_equivalence_audit"]
@@ -48,6 +48,10 @@ class Answer:
     token_ids: tuple[int, ...] | None = None
     text: str | None = None
     error: str = ""
+    #: what the SUT reported of the answer (:class:`~tokenmark.sut.DetailsHandle`):
+    #: why it ended ("" when not reported) and the tokens counted from its stream
+    finish_reason: str = ""
+    stream_tokens: int = -1
 
 
 class _Probe:
@@ -64,6 +68,12 @@ class _Probe:
     def token(self, n: int = 1, t_ns: int | None = None) -> None:
         if self.answer.ttft_ns < 0:
             self.answer.ttft_ns = time.perf_counter_ns() - self.t0
+
+    def details(self, d: ResponseDetails) -> None:
+        if d.finish_reason:
+            self.answer.finish_reason = d.finish_reason
+        if d.stream_tokens >= 0:
+            self.answer.stream_tokens = d.stream_tokens
 
     def complete(self, output_tokens: int | None = None,
                  source: TokenSource = TokenSource.SUT, *, t_ns: int | None = None,

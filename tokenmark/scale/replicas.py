@@ -12,8 +12,14 @@ import asyncio
 from collections.abc import Callable, Sequence
 
 from tokenmark.clock import Clock
-from tokenmark.records import ErrorClass, Query, TokenSource
-from tokenmark.sut import ResponseHandle, SystemUnderTest
+from tokenmark.records import ErrorClass, Query, ResponseDetails, TokenSource
+from tokenmark.sut import (
+    DetailsHandle,
+    ReasoningHandle,
+    ResponseHandle,
+    SystemUnderTest,
+    TokenIdsHandle,
+)
 
 __all__ = ["ROUTINGS", "ReplicatedSUT", "replicated"]
 
@@ -21,7 +27,10 @@ ROUTINGS = ("round-robin", "least-in-flight")
 
 
 class _Counted:
-    """Passes a replica's answers through, counting the replica's requests in flight."""
+    """Passes a replica's answers through, counting the replica's requests in flight;
+    what a SUT reports beyond tokens and times (:class:`~tokenmark.sut.DetailsHandle`:
+    finish reason, stream tokens, token basis; first-token ids; reasoning tokens) reaches
+    the record."""
 
     __slots__ = ("_done", "_h", "_label")
 
@@ -35,6 +44,24 @@ class _Counted:
 
     def token(self, n: int = 1, t_ns: int | None = None) -> None:
         self._h.token(n, t_ns)
+
+    def details(self, d: ResponseDetails) -> None:
+        if isinstance(self._h, DetailsHandle):
+            self._h.details(d)
+
+    def first_token_ids(self, ids: Sequence[int]) -> None:
+        if isinstance(self._h, TokenIdsHandle):
+            self._h.first_token_ids(ids)
+
+    def reasoning(self, n: int = 1, t_ns: int | None = None) -> None:
+        if isinstance(self._h, ReasoningHandle):
+            self._h.reasoning(n, t_ns)
+        else:  # output like any other
+            self._h.token(n, t_ns)
+
+    def reasoning_usage(self, tokens: int) -> None:
+        if isinstance(self._h, ReasoningHandle):
+            self._h.reasoning_usage(tokens)
 
     def complete(self, output_tokens: int | None = None,
                  source: TokenSource = TokenSource.SUT, *, t_ns: int | None = None,
