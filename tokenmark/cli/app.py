@@ -44,6 +44,21 @@ def check_numbers(options: Mapping[str, object]) -> None:
                                   f"value of at most {FLAG_MAX:g}")
 
 
+_GIVEN = frozenset({"COMMANDLINE", "ENVIRONMENT", "PROMPT"})
+
+
+def given_flags(ctx: typer.Context) -> frozenset[str]:
+    """The parameters of a command the user gave, on the command line or through their
+    environment variable (click's parameter source): each beats every file
+    (:class:`~tokenmark.config.layering.FlagsOverFile`)."""
+    out = []
+    for name in ctx.params:
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name in _GIVEN:
+            out.append(name)
+    return frozenset(out)
+
+
 def out() -> Console:
     """The console for results (stdout)."""
     return Console()

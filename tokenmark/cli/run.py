@@ -37,13 +37,14 @@ from tokenmark.assemble import (
     prebuild,
     server_tokenizer,
 )
-from tokenmark.cli.app import app, bad_input, check_numbers, err
+from tokenmark.cli.app import app, bad_input, check_numbers, err, given_flags
 from tokenmark.cli.progress import ProgressMode, progress_view
 from tokenmark.cli.trust import manifest_plan, run_watchers
 from tokenmark.clock import Clock
 from tokenmark.compliance.audit import apply_audit, audit_for
 from tokenmark.config.layering import (
     DEMO_MAX_OUTPUT_TOKENS,
+    FlagsOverFile,
     build_settings,
     default_scenario,
     read_toml,
@@ -340,19 +341,26 @@ def run(
     try:
         check_numbers(ctx.params)
         doc = read_toml(config) if config else {}
-        runt = doc.get("run", {})
-        round_name = round_ or runt.get("round") or "v6.0"
-        bench = benchmark or runt.get("benchmark") or "llama3.1-8b"
-        sc_text = scenario or runt.get("scenario") or ""
+        # a flag the user gave beats the file's key (README: "flags override both")
+        given = given_flags(ctx)
+        rn = FlagsOverFile(doc.get("run", {}), given)
+        ds = FlagsOverFile(doc.get("dataset", {}), given)
+        tg = FlagsOverFile(doc.get("target", {}), given)
+        su = FlagsOverFile(doc.get("sut", {}), given)
+        round_name = rn("round_", round_, "round") or "v6.0"
+        bench = rn("benchmark", benchmark) or "llama3.1-8b"
+        sc_text = rn("scenario", scenario) or ""
         sc = Scenario.parse(sc_text) if sc_text else None
-        if trace is not None or "trace" in doc.get("dataset", {}):
+        trace_path = ds("trace", trace)
+        trace = None if trace_path is None else Path(trace_path)
+        if trace is not None:
             if sc not in (None, Scenario.TRACE):
                 raise ConfigError(f"--trace replays the trace's own timing; drop --scenario "
                                   f"{sc.value}")
             sc = Scenario.TRACE
         if sc is None:
             sc = default_scenario(round_name, bench)
-        prof = profile or runt.get("profile") or ""
+        prof = rn("profile", profile) or ""
         overrides: dict[str, Any] = {
             "min_duration_ms": None if min_duration is None else int(min_duration * 1000),
             "max_duration_ms": None if max_duration is None else int(max_duration * 1000),
@@ -392,51 +400,51 @@ def run(
         if plan is not None:
             layered = plan.layered
         logs_outputs = layered.settings.mode is Mode.ACCURACY or audit is not None
-        ds = doc.get("dataset", {})
+        data_path = ds("dataset", dataset, "path")
         spec_w = WorkloadSpec(
-            size=dataset_size or ds.get("size"),
-            input_lengths=input_len or ds.get("input"),
-            output_lengths=output_len or ds.get("output"),
-            prefix_groups=prefix_groups or ds.get("prefix_groups", 0),
-            prefix_tokens=prefix_len or ds.get("prefix_len", 0),
-            conversations=conversations or ds.get("conversations", 0),
-            turns=str(ds.get("turns", turns)),
-            system_tokens=system_len or ds.get("system_len", 0),
-            dataset=dataset or (Path(ds["path"]) if "path" in ds else None),
-            fmt=dataset_format or ds.get("format"),
-            columns=columns or ds.get("columns", ""),
+            size=ds("dataset_size", dataset_size, "size"),
+            input_lengths=ds("input_len", input_len, "input"),
+            output_lengths=ds("output_len", output_len, "output"),
+            prefix_groups=ds("prefix_groups", prefix_groups),
+            prefix_tokens=ds("prefix_len", prefix_len),
+            conversations=ds("conversations", conversations),
+            turns=str(ds("turns", turns)),
+            system_tokens=ds("system_len", system_len),
+            dataset=None if data_path is None else Path(data_path),
+            fmt=ds("dataset_format", dataset_format, "format"),
+            columns=ds("columns", columns),
             allow_pickle=allow_pickle,
-            sharegpt_turns=ds.get("sharegpt_turns", sharegpt_turns),
-            mlperf_output=ds.get("mlperf_output", mlperf_output),
-            limit=limit or ds.get("limit"),
-            max_context=max_context or ds.get("max_context"),
+            sharegpt_turns=ds("sharegpt_turns", sharegpt_turns),
+            mlperf_output=ds("mlperf_output", mlperf_output),
+            limit=ds("limit", limit),
+            max_context=ds("max_context", max_context),
             skip_long=skip_long_prompts,
-            tokenizer=ds.get("tokenizer", tokenizer) if tokenizer == "builtin" else tokenizer,
-            chat_template=chat_template or bool(ds.get("chat_template", False)),
+            tokenizer=ds("tokenizer", tokenizer),
+            chat_template=bool(ds("chat_template", chat_template)),
             chat_template_file=chat_template_file,
-            images_per_request=images_per_request or ds.get("images_per_request", 0),
-            image_size=ds.get("image_size", image_size),
+            images_per_request=ds("images_per_request", images_per_request),
+            image_size=ds("image_size", image_size),
             image_dir=image_dir,
             verify_images=verify_images,
-            trace=trace or (Path(ds["trace"]) if "trace" in ds else None),
-            trace_format=ds.get("trace_format", trace_format),
+            trace=trace,
+            trace_format=ds("trace_format", trace_format),
             trace_speedup=trace_speedup,
             trace_sort=trace_sort,
             seed=seed or 0,
         )
         if plan is not None:
             spec_w = plan.spec
-        tg = doc.get("target", {})
-        urls = tuple(url or tg.get("urls", ()))
+        urls = tuple(tg("url", url, "urls") or ())
+        model = tg("model", model) or ""
+        api_key_env = tg("api_key_env", api_key_env)
+        ca_file = tg("ca_file", ca_file) or ""
+        headers = _headers([*(header or []), *doc.get("target", {}).get("headers", [])])
         served_tok = None
         if spec_w.tokenizer == "server" and urls:
             served_tok = server_tokenizer(OpenAIConfig(
-                urls=urls, model=model or tg.get("model", ""),
-                api_key_env=tg.get("api_key_env", api_key_env),
-                headers=_headers([*(header or []), *tg.get("headers", [])]),
-                verify_tls=verify_tls, ca_file=ca_file or tg.get("ca_file", ""),
-                connect_timeout_s=connect_timeout))
-        api = default_api(api or doc.get("target", {}).get("api", ""), spec_w,
+                urls=urls, model=model, api_key_env=api_key_env, headers=headers,
+                verify_tls=verify_tls, ca_file=ca_file, connect_timeout_s=connect_timeout))
+        api = default_api(tg("api", api) or "", spec_w,
                           layered.preset.name)
         workload = build_workload(spec_w, layered, served_tok)
         if served_tok is not None:
@@ -447,21 +455,25 @@ def run(
                           highlight=False)
             served_tok.close()
         effective(layered.settings, len(workload.dataset))  # bad settings fail before any output
-        s = doc.get("sut", {})
-        lm = LatencyModel(
-            ttft_ns=int((sut_ttft_ms or s.get("ttft_ms", 50.0)) * 1e6),
-            tpot_ns=int((sut_tpot_ms or s.get("tpot_ms", 10.0)) * 1e6),
-            max_batch=sut_max_batch or s.get("max_batch", 0),
-            batch_slope=sut_batch_slope or s.get("batch_slope", 0.0),
-        )
         latency_flags = (sut_ttft_ms, sut_tpot_ms, sut_max_batch, sut_batch_slope)
-        kind = sut or s.get("kind") or (
+        sut_ttft_ms = su("sut_ttft_ms", sut_ttft_ms, "ttft_ms")
+        sut_tpot_ms = su("sut_tpot_ms", sut_tpot_ms, "tpot_ms")
+        sut_max_batch = su("sut_max_batch", sut_max_batch, "max_batch")
+        sut_batch_slope = su("sut_batch_slope", sut_batch_slope, "batch_slope")
+        lm = LatencyModel(
+            ttft_ns=int((50.0 if sut_ttft_ms is None else sut_ttft_ms) * 1e6),
+            tpot_ns=int((10.0 if sut_tpot_ms is None else sut_tpot_ms) * 1e6),
+            max_batch=sut_max_batch or 0,
+            batch_slope=sut_batch_slope or 0.0,
+        )
+        sut = su("sut", sut, "kind")
+        kind = sut or (
             "latency-model" if any(x is not None for x in latency_flags) else "emulated")
         emu = EmulatorSpec(
-            accelerator=accelerator or s.get("accelerator", "H200"), model=layered.preset.name,
-            precision=precision or s.get("precision", ""), tp=tp or s.get("tp", 0),
-            replicas=replicas or s.get("replicas", 0),
-            accelerators=accelerators or s.get("accelerators", 0))
+            accelerator=su("accelerator", accelerator) or "H200", model=layered.preset.name,
+            precision=su("precision", precision) or "", tp=su("tp", tp) or 0,
+            replicas=su("replicas", replicas) or 0,
+            accelerators=su("accelerators", accelerators) or 0)
         if kind == "emulated":
             emu.deployment()  # an unknown name or a model that does not fit fails here
         preconnect = layered.settings.concurrency or layered.settings.max_concurrency or 0
@@ -471,24 +483,22 @@ def run(
             client=OpenAIConfig(urls=("http://emulated",), api=api, stream=stream,
                                 preconnect=preconnect, keep_text=True)
             if logs_outputs else None)
-        if (sut or s.get("kind")) == "hf":
-            spec = hf_sut_factory(model_dir or Path(s.get("model_dir", "")))
+        if sut == "hf":
+            spec = hf_sut_factory(Path(su("model_dir", model_dir) or ""))
         if urls:
             conc = layered.settings.concurrency or layered.settings.max_concurrency
             cfg = OpenAIConfig(
-                urls=urls, api=tg.get("api", api), stream=tg.get("stream", stream),
-                model=model or tg.get("model", ""),
-                api_key_env=tg.get("api_key_env", api_key_env),
-                headers=_headers([*(header or []), *tg.get("headers", [])]),
-                verify_tls=verify_tls, ca_file=ca_file or tg.get("ca_file", ""),
+                urls=urls, api=api, stream=tg("stream", stream),
+                model=model, api_key_env=api_key_env, headers=headers,
+                verify_tls=verify_tls, ca_file=ca_file,
                 connect_timeout_s=connect_timeout, first_token_timeout_s=first_token_timeout,
                 request_timeout_s=request_timeout, pool_size=pool_size,
                 preconnect=conc if preconnect is None else preconnect,
                 spare_connections=spare_connections,
-                routing=tg.get("routing", routing), max_tokens=max_tokens,
-                ignore_eos=ignore_eos or bool(tg.get("ignore_eos", False)),
-                temperature=temperature if temperature is not None else tg.get("temperature"),
-                include_usage=include_usage, extra_body=extra_body or tg.get("extra_body", ""),
+                routing=tg("routing", routing), max_tokens=max_tokens,
+                ignore_eos=bool(tg("ignore_eos", ignore_eos)),
+                temperature=tg("temperature", temperature),
+                include_usage=include_usage, extra_body=tg("extra_body", extra_body) or "",
                 tokenizer="" if spec_w.tokenizer in ("builtin", "server") else spec_w.tokenizer,
                 check_models=model_check,
                 keep_text=logs_outputs,

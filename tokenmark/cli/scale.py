@@ -19,9 +19,9 @@ from tokenmark.adapters.inprocess import LatencyModel
 from tokenmark.adapters.openai_target import OpenAIConfig
 from tokenmark.api import EXIT_INVALID, EXIT_VALID, SutSpec, make_sut
 from tokenmark.assemble import WorkloadSpec, build_workload, http_sut_factory
-from tokenmark.cli.app import app, bad_input, check_numbers, err
+from tokenmark.cli.app import app, bad_input, check_numbers, err, given_flags
 from tokenmark.clock import Clock
-from tokenmark.config.layering import LayeredSettings, build_settings, read_toml
+from tokenmark.config.layering import FlagsOverFile, LayeredSettings, build_settings, read_toml
 from tokenmark.dataset import Dataset
 from tokenmark.errors import BadInputError, ConfigError
 from tokenmark.scale.replicas import replicated
@@ -86,8 +86,13 @@ class _Setup:
 def _setup(o: dict[str, Any], *, default_scenario: str = "Server") -> _Setup:
     check_numbers(o)
     doc = read_toml(o["config"]) if o["config"] else {}
-    runt = doc.get("run", {})
-    sc = Scenario.parse(o["scenario"] or runt.get("scenario") or default_scenario)
+    # a flag the user gave beats the file's key, as in 'run'
+    given = given_flags(o["ctx"]) if "ctx" in o else frozenset()
+    rn = FlagsOverFile(doc.get("run", {}), given)
+    ds = FlagsOverFile(doc.get("dataset", {}), given)
+    su = FlagsOverFile(doc.get("sut", {}), given)
+    tg = FlagsOverFile(doc.get("target", {}), given)
+    sc = Scenario.parse(rn("scenario", o["scenario"]) or default_scenario)
     overrides: dict[str, Any] = {
         "min_duration_ms": None if o["min_duration"] is None else int(o["min_duration"] * 1000),
         "min_query_count": o["min_queries"],
@@ -100,32 +105,33 @@ def _setup(o: dict[str, Any], *, default_scenario: str = "Server") -> _Setup:
     if o["dataset_size"] is not None:
         overrides["performance_sample_count"] = o["dataset_size"]
         overrides["total_sample_count"] = o["dataset_size"]
-    layered = build_settings(o["round"] or runt.get("round") or "v6.0",
-                             o["benchmark"] or runt.get("benchmark") or "llama3.1-8b", sc,
-                             profile=o["profile"] or runt.get("profile", ""), toml=doc,
+    layered = build_settings(rn("round_", o["round"], "round") or "v6.0",
+                             rn("benchmark", o["benchmark"]) or "llama3.1-8b", sc,
+                             profile=rn("profile", o["profile"]) or "", toml=doc,
                              toml_name=str(o["config"] or ""), overrides=overrides)
-    ds = doc.get("dataset", {})
-    spec = WorkloadSpec(size=o["dataset_size"] or ds.get("size"),
-                        input_lengths=o["input_len"] or ds.get("input"),
-                        output_lengths=o["output_len"] or ds.get("output"),
-                        dataset=o["dataset"] or (Path(ds["path"]) if "path" in ds else None),
-                        tokenizer=o["tokenizer"])
+    data_path = ds("dataset", o["dataset"], "path")
+    spec = WorkloadSpec(size=ds("dataset_size", o["dataset_size"], "size"),
+                        input_lengths=ds("input_len", o["input_len"], "input"),
+                        output_lengths=ds("output_len", o["output_len"], "output"),
+                        dataset=None if data_path is None else Path(data_path),
+                        tokenizer=ds("tokenizer", o["tokenizer"]))
     workload = build_workload(spec, layered)
-    urls = tuple(o["url"] or ())
-    routing = o["routing"]
+    urls = tuple(tg("url", o["url"], "urls") or ())
+    routing = tg("routing", o["routing"])
+    api, model = tg("api", o["api"]), tg("model", o["model"])
     if urls:
         def http(n: int) -> SutSpec | SutFactory:
             if n > len(urls):
                 raise ConfigError(f"{n} replicas need {n} --url endpoints (got {len(urls)})")
-            cfg = OpenAIConfig(urls=urls[:n], api=o["api"], model=o["model"], routing=routing)
+            cfg = OpenAIConfig(urls=urls[:n], api=api, model=model, routing=routing)
             return http_sut_factory(cfg, workers=o["workers"])
         return _Setup(layered, workload.dataset, http)
-    s = doc.get("sut", {})
-    lm = LatencyModel(ttft_ns=int(s.get("ttft_ms", o["sut_ttft_ms"]) * 1e6),
-                      tpot_ns=int(s.get("tpot_ms", o["sut_tpot_ms"]) * 1e6),
-                      max_batch=int(s.get("max_batch", o["sut_max_batch"])),
-                      batch_slope=float(s.get("batch_slope", o["sut_batch_slope"])))
-    base = SutSpec(kind=s.get("kind", o["sut"]), model=lm)
+    lm = LatencyModel(ttft_ns=int(su("sut_ttft_ms", o["sut_ttft_ms"], "ttft_ms") * 1e6),
+                      tpot_ns=int(su("sut_tpot_ms", o["sut_tpot_ms"], "tpot_ms") * 1e6),
+                      max_batch=int(su("sut_max_batch", o["sut_max_batch"], "max_batch")),
+                      batch_slope=float(su("sut_batch_slope", o["sut_batch_slope"],
+                                           "batch_slope")))
+    base = SutSpec(kind=su("sut", o["sut"], "kind"), model=lm)
 
     def local(n: int) -> SutSpec | SutFactory:
         if n == 1:
@@ -148,6 +154,7 @@ def _print_index(parent: Path, json_out: bool) -> None:
 
 @app.command("find-peak")
 def find_peak(
+    ctx: typer.Context,
     benchmark: Benchmark = "", scenario: ScenarioOpt = "", round_: RoundOpt = "",
     profile: Profile = "", config: ConfigOpt = None,
     start_qps: Annotated[float | None, typer.Option(
@@ -211,6 +218,7 @@ def _show_probe(p: scale_api.Probe) -> None:
 
 @app.command()
 def sweep(
+    ctx: typer.Context,
     benchmark: Benchmark = "", scenario: ScenarioOpt = "", round_: RoundOpt = "",
     profile: Profile = "", config: ConfigOpt = None,
     rates: Annotated[str, typer.Option(
@@ -274,6 +282,7 @@ def _fmt(v: float | None) -> str:
 
 @app.command(name="scaling-run")
 def scaling_run(
+    ctx: typer.Context,
     benchmark: Benchmark = "", scenario: ScenarioOpt = "", round_: RoundOpt = "",
     profile: Profile = "", config: ConfigOpt = None,
     replicas: Annotated[str, typer.Option(

@@ -35,6 +35,7 @@ __all__ = [
     "DEMO_MAX_OUTPUT_TOKENS",
     "DEMO_PROFILE",
     "PROFILES",
+    "FlagsOverFile",
     "Layer",
     "LayeredSettings",
     "build_settings",
@@ -151,6 +152,25 @@ def _coerce(key: str, value: Any, where: str) -> Any:
 
 def _article(kind: str) -> str:
     return {"int": "an integer", "float": "a number", "bool": "true or false"}.get(kind, kind)
+
+
+@dataclass(frozen=True)
+class FlagsOverFile:
+    """One table of a TOML file under the command's flags, the README's rule in one place:
+    a flag the user gave beats the file's key, even a falsy one (``--prefix-groups 0``,
+    ``--no-stream``, ``--tokenizer builtin``); a flag left at its default gives way to the
+    file's key; neither gives the flag's default. ``given`` holds the names of the
+    parameters the user gave (the CLI reads them from click's parameter source)."""
+
+    table: Mapping[str, Any]
+    given: frozenset[str]
+
+    def __call__(self, name: str, value: Any, key: str | None = None) -> Any:
+        """The value of parameter ``name`` (``value`` as parsed), whose key in the table
+        is ``key`` (default: the parameter's name)."""
+        if name in self.given:
+            return value
+        return self.table.get(name if key is None else key, value)
 
 
 def read_toml(path: Path) -> dict[str, Any]:

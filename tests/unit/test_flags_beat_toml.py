@@ -1,0 +1,173 @@
+"""A flag the user gave beats the same key of a --config TOML file, for every option that
+has one, including a falsy flag (``--prefix-groups 0``, ``--no-stream``, ``--tokenizer
+builtin``); a flag left at its default gives way to the file (README: "flags override
+both"). Before issue 20, 9 options of ``run`` took the file's value over an explicit
+flag (turns, sharegpt_turns, mlperf_output, tokenizer builtin, image_size, trace_format,
+api_key_env, api, stream, routing) and falsy flags lost to the file.
+
+The command runs for real up to the point where its workload spec (or HTTP target
+configuration) is complete; the stand-in for the next step records what it was given
+and stops the command there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+import tokenmark.cli.run as cli_run
+import tokenmark.cli.scale as cli_scale
+from tokenmark.cli.app import app
+from tokenmark.config.layering import FlagsOverFile
+
+
+class _Stop(Exception):
+    pass
+
+
+def _capture(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> dict[str, Any]:
+    got: dict[str, Any] = {}
+
+    def stand_in(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        got["obj"] = obj
+        raise _Stop
+
+    monkeypatch.setattr(module, name, stand_in)
+    return got
+
+
+def _toml(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "run.toml"
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def _invoke(args: list[str]) -> None:
+    res = CliRunner().invoke(app, args)
+    assert isinstance(res.exception, _Stop), res.output
+
+
+# (flag as given, TOML key = value of the [dataset] table, WorkloadSpec attribute,
+#  the flag's value there, the file's value there)
+DATASET = [
+    (["--turns", "5"], 'turns = "2"', "turns", "5", "2"),
+    (["--sharegpt-turns", "all"], 'sharegpt_turns = "first"', "sharegpt_turns", "all",
+     "first"),
+    (["--mlperf-output", "reference"], 'mlperf_output = "max"', "mlperf_output",
+     "reference", "max"),
+    (["--tokenizer", "builtin"], 'tokenizer = "server"', "tokenizer", "builtin", "server"),
+    (["--image-size", "64x64"], 'image_size = "256x256"', "image_size", "64x64", "256x256"),
+    (["--trace-format", "azure"], 'trace_format = "mooncake"', "trace_format", "azure",
+     "mooncake"),
+    # falsy flags
+    (["--prefix-groups", "0"], "prefix_groups = 4", "prefix_groups", 0, 4),
+    (["--conversations", "0"], "conversations = 3", "conversations", 0, 3),
+    (["--system-len", "0"], "system_len = 7", "system_tokens", 0, 7),
+    (["--no-chat-template"], "chat_template = true", "chat_template", False, True),
+    (["--columns", ""], 'columns = "q"', "columns", "", "q"),
+    (["--input-len", "32"], 'input = "64"', "input_lengths", "32", "64"),
+]
+
+
+@pytest.mark.parametrize(("flag", "line", "attr", "flag_value", "file_value"), DATASET,
+                         ids=[d[2] for d in DATASET])
+def test_a_dataset_flag_beats_the_file_and_the_file_beats_the_default(
+        tmp_path, monkeypatch, flag, line, attr, flag_value, file_value):
+    got = _capture(monkeypatch, cli_run, "build_workload")
+    cfg = _toml(tmp_path, f"[dataset]\n{line}\n")
+    _invoke(["run", "--config", str(cfg), *flag])
+    assert getattr(got["obj"], attr) == flag_value
+    _invoke(["run", "--config", str(cfg)])
+    assert getattr(got["obj"], attr) == file_value
+
+
+# (flags, [target] line, OpenAIConfig attribute, the flag's value, the file's value)
+TARGET = [
+    (["--api-key-env", "MY_KEY"], 'api_key_env = "FILE_KEY"', "api_key_env", "MY_KEY",
+     "FILE_KEY"),
+    (["--api", "completions"], 'api = "chat"', "api", "completions", "chat"),
+    (["--no-stream"], "stream = true", "stream", False, True),
+    (["--stream"], "stream = false", "stream", True, False),
+    (["--routing", "round-robin"], 'routing = "least-in-flight"', "routing", "round-robin",
+     "least-in-flight"),
+    (["--no-ignore-eos"], "ignore_eos = true", "ignore_eos", False, True),
+    (["--model", "m-flag"], 'model = "m-file"', "model", "m-flag", "m-file"),
+    (["--extra-body", '{"a": 1}'], "extra_body = '{\"b\": 2}'", "extra_body", '{"a": 1}',
+     '{"b": 2}'),
+]
+
+
+@pytest.mark.parametrize(("flag", "line", "attr", "flag_value", "file_value"), TARGET,
+                         ids=[f"{t[2]}{i}" for i, t in enumerate(TARGET)])
+def test_a_target_flag_beats_the_file(tmp_path, monkeypatch, flag, line, attr, flag_value,
+                                      file_value):
+    got = _capture(monkeypatch, cli_run, "check_target")
+    cfg = _toml(tmp_path, f'[target]\nurls = ["http://127.0.0.1:9"]\n{line}\n')
+    base = ["run", "--config", str(cfg), "--dataset-size", "8"]
+    _invoke([*base, *flag])
+    assert getattr(got["obj"], attr) == flag_value
+    _invoke(base)
+    assert getattr(got["obj"], attr) == file_value
+
+
+def test_a_url_flag_beats_the_files_urls(tmp_path, monkeypatch):
+    got = _capture(monkeypatch, cli_run, "check_target")
+    cfg = _toml(tmp_path, '[target]\nurls = ["http://127.0.0.1:9"]\n')
+    _invoke(["run", "--config", str(cfg), "--dataset-size", "8", "--url",
+             "http://127.0.0.1:8"])
+    assert got["obj"].urls == ("http://127.0.0.1:8",)
+
+
+def test_run_table_flags_beat_the_file(tmp_path, monkeypatch):
+    seen: dict[str, Any] = {}
+
+    def stand_in(spec: Any, layered: Any, *args: Any) -> Any:
+        seen["preset"] = layered.preset.name
+        raise _Stop
+
+    monkeypatch.setattr(cli_run, "build_workload", stand_in)
+    cfg = _toml(tmp_path, '[run]\nbenchmark = "llama2-70b-99"\n')
+    _invoke(["run", "--config", str(cfg), "-b", "llama3.1-8b"])
+    assert seen["preset"] == "llama3.1-8b"
+    _invoke(["run", "--config", str(cfg)])
+    assert seen["preset"] == "llama2-70b-99"
+
+
+def test_a_zero_sut_flag_beats_the_file(tmp_path, monkeypatch):
+    seen: dict[str, Any] = {}
+
+    def stand_in(layered: Any, dataset: Any, spec: Any, *args: Any, **kwargs: Any) -> Any:
+        seen["spec"] = spec
+        raise _Stop
+
+    monkeypatch.setattr(cli_run, "run_benchmark", stand_in)
+    cfg = _toml(tmp_path, '[sut]\nkind = "latency-model"\nttft_ms = 80.0\nmax_batch = 4\n')
+    base = ["run", "--config", str(cfg), "--dataset-size", "8", "--no-db", "-o",
+            str(tmp_path / "out")]
+    _invoke([*base, "--sut-ttft-ms", "0", "--sut-max-batch", "0"])
+    model = seen["spec"].model
+    assert (model.ttft_ns, model.max_batch) == (0, 0)
+    _invoke(base)
+    model = seen["spec"].model
+    assert (model.ttft_ns, model.max_batch) == (80_000_000, 4)
+
+
+def test_scale_commands_layer_the_same_way(tmp_path, monkeypatch):
+    got = _capture(monkeypatch, cli_scale, "build_workload")
+    cfg = _toml(tmp_path, '[dataset]\ninput = "64"\ntokenizer = "server"\n')
+    for cmd in ("find-peak", "sweep", "scaling-run"):
+        _invoke([cmd, "--config", str(cfg), "--input-len", "32", "--tokenizer", "builtin"])
+        assert (got["obj"].input_lengths, got["obj"].tokenizer) == ("32", "builtin"), cmd
+        _invoke([cmd, "--config", str(cfg)])
+        assert (got["obj"].input_lengths, got["obj"].tokenizer) == ("64", "server"), cmd
+
+
+def test_flags_over_file_by_hand():
+    table = {"turns": "2", "path": "a.jsonl", "prefix_groups": 4}
+    pick = FlagsOverFile(table, frozenset({"prefix_groups"}))
+    assert pick("prefix_groups", 0) == 0  # given, falsy: still beats the file
+    assert pick("turns", "3") == "2"  # not given: the file's
+    assert pick("dataset", None, "path") == "a.jsonl"  # the file's key under another name
+    assert pick("limit", None) is None  # neither: the flag's default
