@@ -135,6 +135,21 @@ def test_run_table_flags_beat_the_file(tmp_path, monkeypatch):
     assert seen["preset"] == "llama2-70b-99"
 
 
+def test_mode_performance_beats_the_files_accuracy(tmp_path, monkeypatch):
+    seen: dict[str, Any] = {}
+
+    def stand_in(spec: Any, layered: Any, *args: Any) -> Any:
+        seen["mode"] = layered.settings.mode.value
+        raise _Stop
+
+    monkeypatch.setattr(cli_run, "build_workload", stand_in)
+    cfg = _toml(tmp_path, '[settings]\nmode = "accuracy"\n')
+    _invoke(["run", "--config", str(cfg), "--mode", "performance"])
+    assert seen["mode"] == "PerformanceOnly"
+    _invoke(["run", "--config", str(cfg)])
+    assert seen["mode"] == "AccuracyOnly"
+
+
 def test_a_zero_sut_flag_beats_the_file(tmp_path, monkeypatch):
     seen: dict[str, Any] = {}
 

@@ -384,7 +384,7 @@ def run(
         if qps is not None:
             key = "offline_expected_qps" if sc is Scenario.OFFLINE else "target_qps"
             overrides[key] = qps
-        if mode != "performance":
+        if mode != "performance" or "mode" in given:  # --mode performance beats a file's
             overrides["mode"] = mode
         seeds = None
         if seed is not None:
