@@ -433,10 +433,8 @@ def _run_facts(
     started: dt.datetime,
     anchor: tuple[int, int],
 ) -> RunFacts:
-    server = layered.preset.scenarios.get(Scenario.SERVER)
-    limits = None
-    if server is not None and server.limits.ttft_ns is not None and server.limits.tpot_ns:
-        limits = (server.limits.ttft_ns, server.limits.tpot_ns)
+    sc = layered.settings.scenario
+    limits = layered.preset.loadgen_token_limits(sc) if sc in layered.preset.scenarios else None
     errors = (
         ("n_tokens argument missing or attempted to record 0 as number of tokens",)
         * summary.zero_token_samples
