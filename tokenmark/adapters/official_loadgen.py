@@ -25,6 +25,15 @@ How the two meet:
 
 ``FindPeakPerformance`` (``LoadGenMode.FIND_PEAK`` here) is LoadGen's own Server search; its
 trials all go through the same SUT and records.
+
+Compliance audits (TEST06, TEST07, TEST09) run as LoadGen runs them: LoadGen applies the
+``audit.config`` file named in ``StartTest`` over every other setting. With
+``LoadGenRequest.audit_config`` set, :func:`run_official` writes that text to
+``audit.config`` in the run's own log folder, names that file to LoadGen, and afterwards
+puts the folder back as it was (an ``audit.config`` already there is restored, else the
+file is removed; the text is in the caller's results). Without it LoadGen is given a name
+that does not exist, so no ``audit.config`` anywhere (the user's working directory
+included) can silently change a run.
 """
 
 from __future__ import annotations
@@ -47,6 +56,7 @@ from tokenmark.settings import Scenario, Seeds
 from tokenmark.sut import SystemUnderTest
 
 __all__ = [
+    "AUDIT_CONFIG_FILE",
     "INSTALL_HINT",
     "LoadGenMode",
     "LoadGenRequest",
@@ -57,6 +67,10 @@ __all__ = [
 ]
 
 INSTALL_HINT = "pip install 'tokenmark[loadgen]' (mlcommons-loadgen)"
+#: The file LoadGen applies over every setting in a compliance audit (its default name).
+AUDIT_CONFIG_FILE = "audit.config"
+#: What LoadGen is pointed at when there is no audit: a name that never exists.
+_NO_AUDIT = "tokenmark-no-audit.config"
 
 RecordConsumer = Callable[[RequestRecord], None]
 
@@ -114,6 +128,8 @@ class LoadGenRequest:
     overrides: dict[str, int | float | bool] = field(default_factory=dict)
     seeds: Seeds | None = None
     sut_name: str = ""
+    #: ``audit.config`` text LoadGen applies over everything else ("": no audit).
+    audit_config: str = ""
 
 
 @dataclass(frozen=True)
@@ -408,13 +424,22 @@ async def run_official(
                           lambda _ids: None, lambda _ids: None)
     lsut = lg.ConstructSUT(bridge.issue_query, bridge.flush_queries)
     flusher = asyncio.ensure_future(_flush_sinks(sinks))
+    audit = log_dir / AUDIT_CONFIG_FILE if request.audit_config else log_dir / _NO_AUDIT
+    kept = audit.read_bytes() if request.audit_config and audit.is_file() else None
     await sut.start()
     try:
+        if request.audit_config:
+            audit.write_text(request.audit_config, encoding="utf-8")
         bridge.t0 = clock.now_ns()
-        await asyncio.to_thread(_start, lg, lsut, qsl, ts, log_settings, log_dir)
+        await asyncio.to_thread(_start, lg, lsut, qsl, ts, log_settings, audit)
         for f in bridge.flushes:
             await f
     finally:
+        if request.audit_config:
+            if kept is None:
+                audit.unlink(missing_ok=True)
+            else:
+                audit.write_bytes(kept)
         flusher.cancel()
         for s in sinks:
             s.flush()
@@ -425,11 +450,10 @@ async def run_official(
                            bridge.failed, applied, changed)
 
 
-def _start(lg: Any, lsut: Any, qsl: Any, ts: Any, log_settings: Any, log_dir: Path) -> None:
-    # LoadGen reads audit.config from the working directory; an absent name keeps a stray
-    # file there from silently changing the test.
-    lg.StartTestWithLogSettings(lsut, qsl, ts, log_settings,
-                                str(log_dir / "tokenmark-no-audit.config"))
+def _start(lg: Any, lsut: Any, qsl: Any, ts: Any, log_settings: Any, audit: Path) -> None:
+    # LoadGen reads the audit config file named here (its default: audit.config in the
+    # working directory); see the module docstring.
+    lg.StartTestWithLogSettings(lsut, qsl, ts, log_settings, str(audit))
 
 
 async def _flush_sinks(sinks: Sequence[RecordSink]) -> None:

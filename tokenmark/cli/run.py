@@ -251,7 +251,9 @@ def run(
         "mlperf_log_accuracy.json; score it with 'tokenmark score').")] = "performance",
     audit: Annotated[str | None, typer.Option(
         help="Run as an MLPerf compliance audit: TEST06, TEST07 or TEST09 (LoadGen's "
-        "audit.config settings); TEST06/TEST09 verdict folders are written after the run.")
+        "audit.config settings; with --loadgen official LoadGen reads the audit.config "
+        "tokenmark writes in the results folder); TEST06/TEST09 verdict folders are "
+        "written after the run.")
     ] = None,
     model_dir: Annotated[Path | None, typer.Option(
         help="--sut hf: a local Hugging Face model folder served in-process on the CPU.")
@@ -356,7 +358,7 @@ def run(
             round_name, bench, sc, profile=prof, toml=doc, toml_name=str(config or ""),
             user_conf=user_conf, overrides=overrides, seeds=seeds,
         )
-        if audit is not None:
+        if audit is not None and loadgen != "official":  # LoadGen applies its audit.config
             layered = replace(layered, settings=apply_audit(layered.settings,
                                                             audit_for(audit)))
         plan = manifest_plan(ctx, manifest)
@@ -479,11 +481,12 @@ def run(
             raise ConfigError("--find-peak is LoadGen's FindPeakPerformance: add "
                               "--loadgen official")
         if loadgen == "official":
-            if virtual_time or trace_plan is not None or audit is not None:
-                raise ConfigError("--loadgen official runs in real time, without --trace or "
-                                  "--audit (LoadGen reads audits from audit.config)")
+            if virtual_time or trace_plan is not None:
+                raise ConfigError("--loadgen official runs in real time, without "
+                                  "--virtual-time or --trace")
             result = submission_api.run_official_loadgen(layered, workload.dataset, spec,
-                                                         out_dir, find_peak=find_peak)
+                                                         out_dir, find_peak=find_peak,
+                                                         audit=audit)
         else:
             watchers = run_watchers(
                 layered, spec_w, workload, cfg if urls else None, plan,
