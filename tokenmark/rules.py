@@ -5,7 +5,8 @@ Two verdicts, never mixed (DESIGN.md):
 - the **MLPerf verdict** applies exactly LoadGen's criteria (minimum duration, minimum
   queries, latency limits at the preset's percentile for Server/Interactive, early
   stopping) plus LoadGen's implicit one: every query answered. It exists only for the
-  MLPerf scenarios; elsewhere it is "not applicable".
+  MLPerf scenarios; elsewhere it is "not applicable". An accuracy-mode run is judged by
+  that last criterion alone (LoadGen judges no performance in accuracy mode).
 - the **tokenmark verdict** adds tokenmark's own rules (client send lag, client
   overhead, error rate, token-count disagreement, interrupted runs, and the user's
   latency limits on non-MLPerf patterns). A run is VALID under it only if the MLPerf
@@ -27,7 +28,7 @@ from tokenmark.earlystop import (
     stream_early_stopping,
 )
 from tokenmark.metrics.summary import Summary
-from tokenmark.settings import EffectiveSettings, Scenario
+from tokenmark.settings import EffectiveSettings, Mode, Scenario
 
 __all__ = [
     "ClientStats",
@@ -141,6 +142,11 @@ def evaluate(summary: Summary, eff: EffectiveSettings, client: ClientStats) -> V
 def _mlperf_findings(
     s: Summary, eff: EffectiveSettings, es: dict[str, EarlyStoppingResult]
 ) -> list[Finding]:
+    if eff.mode is Mode.ACCURACY:
+        # LoadGen's accuracy mode issues the accuracy set once and judges no performance
+        # (no duration, query count, latency or early-stopping criterion): every sample
+        # must be answered, for the accuracy log to hold them all.
+        return [_all_answered(s)]
     out = [_min_duration(s, eff), _min_queries(s, eff)]
     if eff.scenario.loadgen is Scenario.SERVER:
         out.append(_perf_constraints(s, eff))
