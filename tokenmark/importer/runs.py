@@ -25,7 +25,6 @@ always :attr:`Label.UNVERIFIED`. Its result row:
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import math
@@ -35,6 +34,7 @@ from typing import Any, Final
 
 from tokenmark.config.presets import BenchmarkPreset, find_benchmark
 from tokenmark.errors import ConfigError
+from tokenmark.importer.published import _accuracy as accuracy_figures  # one reader
 from tokenmark.importer.tree import Rejected, Tree
 from tokenmark.resultrows import (
     ACCURACY_MODE,
@@ -46,8 +46,7 @@ from tokenmark.resultrows import (
     stated_accelerator_count,
 )
 
-__all__ = ["ACCURACY_TXT", "RESULTS_SCHEMA", "is_results_file", "read_accuracy_txt",
-           "read_run"]
+__all__ = ["ACCURACY_TXT", "RESULTS_SCHEMA", "is_results_file", "read_run"]
 
 RESULTS_SCHEMA: Final = "tokenmark.results/1"
 #: What ``tokenmark score`` writes beside ``results.json``.
@@ -183,38 +182,12 @@ def _own_figure(summary: Mapping[str, Any], scenario: str) -> tuple[float | None
             "tokenmark:summary.loadgen.samples_per_second")
 
 
-def read_accuracy_txt(text: str) -> dict[str, float]:
-    """The numeric figures of an ``accuracy.txt``: the reference evaluation's result dict
-    (``{'rouge1': 38.4, ...}``, values as numbers or quoted numbers), as
-    ``tokenmark score`` and the MLPerf references print it; the first such line wins."""
-    for line in text.splitlines():
-        line = line.strip()
-        if not (line.startswith("{") and line.endswith("}")):
-            continue
-        try:
-            obj = ast.literal_eval(line)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            continue
-        if not isinstance(obj, dict):
-            continue
-        out: dict[str, float] = {}
-        for k, v in obj.items():
-            try:
-                f = float(v)
-            except (TypeError, ValueError):
-                continue
-            if isinstance(k, str) and not isinstance(v, bool) and math.isfinite(f):
-                out[k] = f
-        return out
-    return {}
-
-
 def _scores(tree: Tree, path: Path, run: Mapping[str, Any]) -> tuple[AccuracyScore, ...]:
     """The scores of the ``accuracy.txt`` at ``path`` (none if absent or unreadable)."""
     try:
         if not tree.exists(path):
             return ()
-        figures = read_accuracy_txt(tree.read_text(path))
+        figures = accuracy_figures(tree.read_text(path))
     except (OSError, UnicodeDecodeError, Rejected):
         return ()
     targets: dict[str, tuple[float | None, float | None, bool]] = {}
