@@ -218,7 +218,8 @@ def run(
     request_timeout: Annotated[float, typer.Option(
         help="Seconds for a whole request (0: none).", rich_help_panel=TG)] = 0.0,
     pool_size: Annotated[int, typer.Option(
-        help="Connections per endpoint (0: one per request in flight).", rich_help_panel=TG)
+        help="Connections per endpoint, the emulated server's included (0: one per request "
+        "in flight).", rich_help_panel=TG)
     ] = 0,
     preconnect: Annotated[int | None, typer.Option(
         help="Connections per endpoint opened before the run (default: the concurrency).",
@@ -418,9 +419,13 @@ def run(
             accelerators=accelerators or s.get("accelerators", 0))
         if kind == "emulated":
             emu.deployment()  # an unknown name or a model that does not fit fails here
+        conns = layered.settings.concurrency or layered.settings.max_concurrency or 0
         spec: SutSpec | Callable[[Clock], SystemUnderTest] = SutSpec(
-            kind=kind, model=lm, emulator=emu, api=api, stream=stream,
-            preconnect=layered.settings.concurrency or layered.settings.max_concurrency or 0)
+            kind=kind, model=lm, emulator=emu, api=api, stream=stream, preconnect=conns,
+            # --pool-size caps the connections to the emulated server too (an Offline
+            # query of 26,736 samples opened one each: past the machine's open-file limit)
+            client=OpenAIConfig(urls=("http://emulated",), api=api, stream=stream,
+                                preconnect=conns, pool_size=pool_size) if pool_size else None)
         if (sut or s.get("kind")) == "hf":
             spec = hf_sut_factory(model_dir or Path(s.get("model_dir", "")))
         tg = doc.get("target", {})
