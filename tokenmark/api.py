@@ -8,10 +8,12 @@ MLPerf log files for MLPerf scenarios).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import os
 import signal
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -19,18 +21,27 @@ from typing import Any, Protocol
 import numpy as np
 
 from tokenmark import __version__
-from tokenmark.adapters.emulated_sut import EmulatedSUT, emulated_describe
+from tokenmark.adapters.emulated_sut import EmulatedSUT, EmulatorIdsHandle, emulated_describe
 from tokenmark.adapters.inprocess import LatencyModel, LatencyModelSUT, NullSUT
 from tokenmark.adapters.openai_http import OpenAIHttpSUT
 from tokenmark.adapters.openai_target import OpenAIConfig
 from tokenmark.clock import Clock, FakeClock, MonotonicClock, run_virtual, wall_anchor
-from tokenmark.config.layering import LayeredSettings
+from tokenmark.config.layering import DEMO_MAX_OUTPUT_TOKENS, LayeredSettings
 from tokenmark.dataset import Dataset, LengthDistribution, SyntheticDataset, describe_dataset
 from tokenmark.engines.emulated import EmulatorSpec
-from tokenmark.errors import ConfigError, TargetError
+from tokenmark.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_INVALID,
+    EXIT_VALID,
+    ConfigError,
+    TargetError,
+)
 from tokenmark.loadgen.remote import RunDriver
 from tokenmark.loadgen.runner import Runner, RunnerStats, RunOutcome
 from tokenmark.metrics.endpoints import EndpointBreakdown
+from tokenmark.metrics.lengths import LengthTally
 from tokenmark.metrics.summary import Accumulator, Summary, summarize
 from tokenmark.mllog import RunFacts
 from tokenmark.output.accuracy import AccuracyRecorder, accuracy_recorder
@@ -48,10 +59,16 @@ from tokenmark.output.results import (
 from tokenmark.records import Query, RequestRecord
 from tokenmark.rules import ClientStats, Finding, Verdicts, evaluate, with_findings
 from tokenmark.scenarios import Schedule, build_schedule, timed_trace
-from tokenmark.servers.emulated import EmulatedConfig, EmulatedServer, spec_arguments
+from tokenmark.servers.emulated import (
+    REFERENCE_FIELD,
+    EmulatedConfig,
+    EmulatedServer,
+    spec_arguments,
+)
 from tokenmark.servers.process import ServerProcess
 from tokenmark.settings import EffectiveSettings, Scenario, effective
-from tokenmark.sut import ResponseHandle, SystemUnderTest
+from tokenmark.sut import PromptProbe, ResponseHandle, SystemUnderTest
+from tokenmark.tokenizer import exact_text
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -60,6 +77,7 @@ __all__ = [
     "EXIT_INVALID",
     "EXIT_VALID",
     "EmulatedTarget",
+    "InterruptGuard",
     "RunResult",
     "RunWatcher",
     "SutSpec",
@@ -68,12 +86,8 @@ __all__ = [
     "run_benchmark",
 ]
 
-#: Documented exit codes (README "Exit codes").
-EXIT_VALID = 0
-EXIT_INVALID = 1
-EXIT_BAD_INPUT = 2
-EXIT_INTERNAL = 3
-EXIT_INTERRUPTED = 130
+# The documented exit codes (README "Exit codes") live in tokenmark.errors, which the
+# CLI can import without loading the run path; they are re-exported here.
 
 ProgressFn = Callable[[RunnerStats, float], None]
 
@@ -110,7 +124,9 @@ def make_sut(spec: SutSpec, clock: Clock) -> SystemUnderTest:
         return NullSUT()
     if spec.kind == "emulated":
         if isinstance(clock, FakeClock):
-            return EmulatedSUT(clock, spec.emulator)
+            srv = spec.emulator_server
+            return EmulatedSUT(clock, spec.emulator, stop_lengths=srv.stop_lengths,
+                               output_seed=srv.output_seed)
         return EmulatedTarget(clock, spec)
     raise ConfigError(f"unknown system under test {spec.kind!r}; choose emulated, "
                       "latency-model or null")
@@ -119,7 +135,13 @@ def make_sut(spec: SutSpec, clock: Clock) -> SystemUnderTest:
 class EmulatedTarget:
     """The emulated server on a free loopback port and the HTTP client against it: the
     main job's default target. ``start`` starts the server (its own process, or this
-    one's event loop) and the client; ``stop`` stops both."""
+    one's event loop) and the client; ``stop`` stops both.
+
+    A sample with a reference output length (``expected_output_tokens``) is sent with
+    :data:`~tokenmark.servers.emulated.REFERENCE_FIELD`, so the emulated model stops
+    there (tokenmark's own field, sent to its own emulator only). When the client keeps
+    the output text (accuracy runs, audits), each answer's text becomes its token ids
+    (:class:`~tokenmark.adapters.emulated_sut.EmulatorIdsHandle`)."""
 
     def __init__(self, clock: Clock, spec: SutSpec) -> None:
         self.spec = spec
@@ -176,8 +198,17 @@ class EmulatedTarget:
         await self.client.start()
 
     def issue(self, query: Query, handle: ResponseHandle) -> None:
-        assert self.client is not None
-        self.client.issue(query, handle)
+        client = self.client
+        assert client is not None
+        if client.config.keep_text:
+            handle = EmulatorIdsHandle(handle)
+        ref = query.sample.expected_output_tokens
+        if ref < 0:
+            client.issue(query, handle)
+            return
+        body = client.body(query.sample)
+        client.send(0, query.seq, b'%s,"%s":%d}' % (body[:-1], REFERENCE_FIELD.encode(), ref),
+                    handle)
 
     async def flush(self) -> None:
         if self.client is not None:
@@ -300,9 +331,11 @@ def run_benchmark(
     else:
         system = driver
     started = dt.datetime.now(dt.UTC)
+    lengths = LengthTally()
+    probes: dict[str, Any] = {}
     coro = _run_async(eff, schedule, dataset, local, clock, output_dir, progress,
-                      drain_timeout_s, recorder, record_consumers, stop_when, factory, driver,
-                      watchers)
+                      drain_timeout_s, recorder, [*record_consumers, lengths.add], stop_when,
+                      factory, driver, watchers, probes)
     if isinstance(clock, FakeClock):
         outcome, summary, verdicts, anchor, per_endpoint = run_virtual(coro, clock)
     else:
@@ -313,11 +346,17 @@ def run_benchmark(
         section, found = w.finish(summary, output_dir)
         sections[w.key] = section
         extra.extend(found)
+    if probes.get("overhead") is not None:
+        s0 = probes.get("sample0")
+        if s0 is not None:
+            lengths.add_probe(s0["planned"], s0["served"])
+        extra.extend(lengths.findings(probes["overhead"], probes.get("note", "")))
     if extra:
         verdicts = with_findings(verdicts, extra)
     doc = _document(layered, eff, dataset, system, summary, verdicts, outcome, started,
                     anchor, virtual_time)
     doc.update(sections)
+    doc["lengths"] = {**lengths.to_json(), "probe": probes}
     if recorder is not None:
         doc["accuracy_log"] = recorder.stats.to_json()
     if driver is not None:
@@ -352,6 +391,7 @@ async def _run_async(
     factory: Callable[[Clock], SystemUnderTest] | None = None,
     driver: RunDriver | None = None,
     watchers: Sequence[RunWatcher] = (),
+    probes: dict[str, Any] | None = None,
 ) -> tuple[RunOutcome, Summary, Verdicts, tuple[int, int], dict[str, Any]]:
     sink = JsonlRecordSink(output_dir / RECORDS_FILE)
     acc = Accumulator()
@@ -385,6 +425,8 @@ async def _run_async(
     reporter: asyncio.Task[None] | None = None
     if system is not None:
         await system.start()
+        if probes is not None and isinstance(system, PromptProbe):
+            probes.update(await probe_prompts(system, dataset))
     anchor = wall_anchor()
     started_watchers: list[RunWatcher] = []
     try:
@@ -403,6 +445,8 @@ async def _run_async(
             reporter.cancel()
         if handled:
             loop.remove_signal_handler(signal.SIGINT)
+            if InterruptGuard.active is not None:
+                InterruptGuard.active.reinstall()
         sink.close()
         if recorder is not None:
             recorder.close()
@@ -414,10 +458,19 @@ async def _run_async(
                       reason=outcome.interrupt_reason)
     summary = summarize(data, eff)
     gaps = outcome.closed_gaps_ns
+    causes: dict[str, Any] = {}
+    for w in watchers:  # the client monitor measured what a late send can be blamed on
+        figures = getattr(w, "client_figures", None)
+        if callable(figures):
+            causes.update(figures())
+    stats = getattr(system, "stats", None)  # an HTTP SUT's per-endpoint statistics
+    if isinstance(stats, list) and stats and hasattr(stats[0], "connect_waits"):
+        causes["connect_waits"] = sum(st.connect_waits for st in stats)
     client = ClientStats(
         issue_span_ns=outcome.issue_span_ns,
         closed_gap_p99_ns=int(np.sort(gaps)[int(gaps.size * 0.99)]) if gaps.size else 0,
         closed_gap_count=int(gaps.size),
+        **causes,
     )
     verdicts = evaluate(summary, eff, client)
     data.itl.close()
@@ -453,12 +506,118 @@ def _run_facts(
     )
 
 
-def _install_sigint(loop: asyncio.AbstractEventLoop, runner: Runner | RunDriver) -> bool:
-    def on_sigint() -> None:
-        if runner.stopping:
-            raise KeyboardInterrupt  # a second Ctrl-C: stop at once
-        runner.request_stop("interrupted by the user (Ctrl-C)")
+def run_title(system: SystemUnderTest | RunDriver, benchmark: str, scenario: str) -> str:
+    """What a run measured, for titles and lists: an HTTP target's served model and server
+    software; otherwise the benchmark preset."""
+    d = system.describe()
+    if "served_model" in d:
+        return f"{system.name} · {scenario}"
+    return f"{benchmark} {scenario}"
 
+
+async def probe_prompts(system: PromptProbe, dataset: Dataset) -> dict[str, Any]:
+    """Measure once what the server adds to every prompt (a chat template's tokens, a
+    BOS token): one request whose prompt is one word of the dataset's tokenizer, and one
+    with the first sample's prompt (checked even when the stream reports no prompt
+    tokens). Not measured for datasets whose samples are conversations (the template adds
+    tokens per message there), nor when the system's ``length_probe`` is off."""
+    if not getattr(system, "length_probe", True):
+        return {"overhead": None, "note": "; not judged: the length probe is off"}
+    first = dataset.sample(0)
+    msgs = first.messages if first.is_chat else None
+    if msgs is not None and len(msgs) > 1:
+        return {"overhead": None, "note": "; not judged: samples hold several messages"}
+    tok = getattr(dataset, "tokenizer", None)
+    words = tok.word_ids() if tok is not None and hasattr(tok, "word_ids") else None
+    if tok is None or not words:
+        return {"overhead": None, "note": "; not judged: no tokenizer vocabulary to probe"}
+    text, ids = exact_text(tok, [words[len(words) // 2]])
+    try:
+        overhead = await system.prompt_overhead(text, len(ids))
+        # the first sample's prompt too: a server whose stream reports no prompt_tokens
+        # (llama.cpp) is still checked on one real prompt
+        extra = None if overhead is None or first.is_chat else await system.prompt_overhead(
+            first.prompt, first.input_tokens)
+    except (OSError, TimeoutError, ConnectionError) as e:
+        return {"overhead": None, "note": f"; not judged: the probe failed ({e})"}
+    note = "" if overhead is not None else "; not judged: the probe got no prompt_tokens"
+    out: dict[str, Any] = {"overhead": overhead, "text": text, "planned": len(ids),
+                           "note": note}
+    if extra is not None and overhead is not None:
+        out["sample0"] = {"planned": first.input_tokens,
+                          "served": first.input_tokens + extra}
+    return out
+
+
+class InterruptGuard:
+    """Ctrl-C (SIGINT) during a run, however many arrive and whenever they arrive.
+
+    Inside ``with InterruptGuard():`` (main thread) no SIGINT raises KeyboardInterrupt;
+    each is counted (:attr:`count`). The first one that arrives during a run, or before
+    it begins, stops the run once, as interrupted; later ones change nothing, so the
+    run's results are always written. Only inside :meth:`skippable` does an interrupt
+    raise KeyboardInterrupt, to skip that step (``tokenmark run``: the report).
+    ``on_stop`` is called in the run's event loop when an interrupt stops it.
+    """
+
+    active: InterruptGuard | None = None
+
+    def __init__(self, on_stop: Callable[[], None] | None = None) -> None:
+        self.count = 0
+        self.on_stop = on_stop
+        self._skippable = False
+        self._old: Any = None
+        self._installed = False
+
+    def __enter__(self) -> InterruptGuard:
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._on_signal)
+            self._installed = True
+        self._outer, InterruptGuard.active = InterruptGuard.active, self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        InterruptGuard.active = self._outer
+        if self._installed:
+            signal.signal(signal.SIGINT, self._old)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.count += 1
+        if self._skippable:
+            self._skippable = False
+            raise KeyboardInterrupt
+
+    def reinstall(self) -> None:
+        """Take SIGINT back (asyncio's ``remove_signal_handler`` gives it to Python)."""
+        if self._installed:
+            signal.signal(signal.SIGINT, self._on_signal)
+
+    @contextlib.contextmanager
+    def skippable(self) -> Iterator[None]:
+        """A step an interrupt may cut short: it raises KeyboardInterrupt inside."""
+        self._skippable = True
+        try:
+            yield
+        finally:
+            self._skippable = False
+
+
+def _install_sigint(loop: asyncio.AbstractEventLoop, runner: Runner | RunDriver) -> bool:
+    guard = InterruptGuard.active
+    reason = "interrupted by the user (Ctrl-C)"
+
+    def on_sigint() -> None:
+        if guard is not None:
+            guard.count += 1
+        if runner.stopping:
+            return  # stopping already: the results are being written, whatever comes
+        runner.request_stop(reason)
+        if guard is not None and guard.on_stop is not None:
+            guard.on_stop()
+
+    if guard is not None and guard.count:  # Ctrl-C while the run was being set up
+        guard.count -= 1  # on_sigint counts it again
+        loop.call_soon(on_sigint)
     try:
         loop.add_signal_handler(signal.SIGINT, on_sigint)
         return True
@@ -487,8 +646,9 @@ def _document(
     r = eff.requested
     note = ""
     if r.profile == "demo":
-        note = ("demo profile: a short run (min duration and dataset cut down), judged by "
-                "LoadGen's rules but not an MLPerf-length run")
+        note = ("demo profile: a short run (min duration and dataset cut down, outputs "
+                f"capped at {DEMO_MAX_OUTPUT_TOKENS} tokens), judged by LoadGen's rules but "
+                "not an MLPerf-length run")
     return {
         "schema": SCHEMA,
         "tokenmark_version": __version__,
@@ -503,6 +663,7 @@ def _document(
             "benchmark": r.benchmark,
             "scenario": r.scenario.value,
             "mode": r.mode.value,
+            "title": run_title(system, r.benchmark, r.scenario.value),
             "sut": {"name": system.name, **system.describe()},
             "dataset": {"name": dataset.name, "size": len(dataset),
                         "fingerprint": dataset.fingerprint, **describe_dataset(dataset)},

@@ -76,11 +76,11 @@ def test_an_accuracy_run_is_stored_as_an_accuracy_result(accuracy_run, db):
 
 
 def _old_schema_db(url: str) -> str:
-    """A database at schema 0002 holding what tokenmark then stored: a performance run
+    """A database at schema 0003 holding what tokenmark then stored: a performance run
     with its row, an accuracy run stored as a performance row, and a published row."""
     eng = store_engine.create(url)
     try:
-        store_engine.upgrade(eng, "0002")
+        store_engine.upgrade(eng, "0003")
         meta = sa.MetaData()
         meta.reflect(eng)
         runs, results, findings = (meta.tables[t] for t in ("runs", "results", "findings"))

@@ -32,19 +32,21 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Final
 
-from tokenmark.config.presets import load_round, rounds
+from tokenmark.config.presets import load_round
 from tokenmark.errors import ConfigError
 from tokenmark.importer.checker import (
     Figure,
+    canonical_benchmark,
     canonical_scenario,
-    checker_model_name,
     inferred_figure,
+    known_table_unit,
     power_figure,
     unit_for,
 )
 from tokenmark.importer.tree import FileError, Rejected, Tree
+from tokenmark.inputs import InputLimitError, json_loads
 from tokenmark.mllog import MLLogError, parse_detail, parse_summary
-from tokenmark.resultrows import Label, ResultRow, SystemRecord, stated_accelerator_count
+from tokenmark.resultrows import Label, ResultRow, SystemRecord, accelerator_counts
 
 __all__ = ["DIVISIONS", "REQUIRED_SYSTEM_FIELDS", "SubmitterReader", "canonical_benchmark"]
 
@@ -74,27 +76,6 @@ def _int_or_none(v: Any) -> int | None:
     if isinstance(v, str) and v.strip().isdigit():
         return int(v.strip())
     return None
-
-
-@cache
-def canonical_benchmark(name: str, round_name: str | None = None) -> str:
-    """The checker's name of a benchmark or folder name (``llama3_1-8b`` ->
-    ``llama3.1-8b``): the presets' aliases (``round_name``'s first, then the newest
-    round's), then the checker's own mapping and guesses; unknown names are kept."""
-    candidates = ([round_name] if round_name else []) + [
-        r for r in reversed(rounds()) if r != round_name]
-    for rnd in candidates:
-        try:
-            preset = load_round(rnd)
-        except ConfigError:
-            continue
-        key = name.strip().lower()
-        if key in preset.benchmarks:
-            return key
-        owners = preset.aliases.get(key, ())
-        if len(owners) == 1:
-            return owners[0]
-    return checker_model_name(name)
 
 
 def _accuracy(text: str) -> dict[str, float]:
@@ -146,9 +127,11 @@ class SubmitterReader:
         if not self.tree.exists(p):
             return None
         try:
-            obj = json.loads(self.tree.read_text(p))
+            obj = json_loads(self.tree.read_text(p))
         except Rejected as r:
             return r.error
+        except InputLimitError as exc:
+            return FileError(self.tree.rel(p), f"is {exc}")
         except json.JSONDecodeError as exc:
             return FileError(self.tree.rel(p), f"is not valid JSON ({exc.msg}, line {exc.lineno})")
         if not isinstance(obj, dict) or not all(isinstance(v, str) for v in obj.values()):
@@ -190,7 +173,9 @@ class SubmitterReader:
             raise Rejected(rel, f"missing: the system description of results/{system_id}")
         raw = self.tree.read_bytes(p)
         try:
-            desc = json.loads(raw.decode("utf-8"))
+            desc = json_loads(raw.decode("utf-8"))
+        except InputLimitError as exc:
+            raise Rejected(rel, f"is {exc}") from None
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise Rejected(rel, f"is not valid JSON ({exc})") from None
         if not isinstance(desc, dict):
@@ -265,16 +250,8 @@ class SubmitterReader:
                           if str(desc.get(k) or "").strip())
         per_node = _int_or_none(desc.get("accelerators_per_node"))
         nodes = _int_or_none(desc.get("number_of_nodes"))
-        stated = stated_accelerator_count(model, notes)
-        total = nodes * per_node if nodes is not None and per_node is not None else None
-        note = ""
-        if stated is not None and total is not None and stated > total:
-            note = (f"the description states {stated} accelerators but nodes x per node = "
-                    f"{total}; the stated count is ignored")
-            stated = None
-        elif stated is not None and stated != total:
-            note = (f"accelerators used {stated} (stated in the description); "
-                    f"number_of_nodes x accelerators_per_node = {nodes} x {per_node} = {total}")
+        stated, note = accelerator_counts(model, notes, nodes, per_node)
+        published_unit, quirk = known_table_unit(round_name, benchmark, scenario, figure.unit)
         return ResultRow(
             round=round_name, division=self.division, submitter=self.submitter,
             system_id=system_id, benchmark=benchmark, scenario=scenario,
@@ -290,6 +267,9 @@ class SubmitterReader:
             accuracy=accuracy, weight_data_types=weights,
             framework=str(desc.get("framework") or ""), notes=notes,
             source_path=tree.rel(folder), content_hash=hasher.hexdigest(),
+            host_processor=str(desc.get("host_processor_model_name") or "").strip(),
+            host_processors_per_node=_int_or_none(desc.get("host_processors_per_node")),
+            published_unit=published_unit, quirks=quirk,
         )
 
     def _round_of(self, detail: Mapping[str, Any], where: Path) -> str:
@@ -363,7 +343,9 @@ class SubmitterReader:
                           take: _Take) -> tuple[Figure, str]:
         rel = self.tree.rel(path)
         try:
-            doc = json.loads(take(path, self.tree.read_text(path)))
+            doc = json_loads(take(path, self.tree.read_text(path)))
+        except InputLimitError as exc:
+            raise Rejected(rel, f"is {exc}") from None
         except json.JSONDecodeError as exc:
             raise Rejected(rel, f"is not valid JSON ({exc.msg}, line {exc.lineno})") from None
         if not isinstance(doc, dict):
@@ -423,7 +405,9 @@ class SubmitterReader:
             if not self.tree.exists(p):
                 return ""
         try:
-            obj = json.loads(take(p, self.tree.read_text(p)))
+            obj = json_loads(take(p, self.tree.read_text(p)))
+        except InputLimitError as exc:
+            raise Rejected(self.tree.rel(p), f"is {exc}") from None
         except json.JSONDecodeError as exc:
             raise Rejected(self.tree.rel(p), f"is not valid JSON ({exc.msg}, line {exc.lineno})"
                            ) from None

@@ -36,8 +36,10 @@ from tokenmark.config.presets import BenchmarkPreset, find_benchmark
 from tokenmark.errors import ConfigError
 from tokenmark.importer.published import _accuracy as accuracy_figures  # one reader
 from tokenmark.importer.tree import Rejected, Tree
+from tokenmark.inputs import InputLimitError, json_loads
 from tokenmark.resultrows import (
     ACCURACY_MODE,
+    SOURCE_RUN,
     AccuracyScore,
     Label,
     ResultRow,
@@ -89,7 +91,9 @@ def read_run(tree: Tree, path: Path, system: Mapping[str, Any] | None = None) ->
     rel = tree.rel(path)
     raw = tree.read_bytes(path)
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        doc = json_loads(raw.decode("utf-8"))
+    except InputLimitError as exc:
+        raise Rejected(rel, f"is {exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise Rejected(rel, f"is not valid JSON ({exc})") from None
     if not isinstance(doc, dict):
@@ -144,6 +148,8 @@ def read_run(tree: Tree, path: Path, system: Mapping[str, Any] | None = None) ->
             "accelerators_stated": stated_accelerator_count(model, notes),
             "framework": str(system.get("framework") or ""),
             "notes": notes,
+            "host_processor": str(system.get("host_processor_model_name") or "").strip(),
+            "host_processors_per_node": _count(system.get("host_processors_per_node")),
         }
     row = None
     scores: tuple[AccuracyScore, ...] = ()
@@ -156,7 +162,8 @@ def read_run(tree: Tree, path: Path, system: Mapping[str, Any] | None = None) ->
             benchmark=str(run["benchmark"]), scenario=scenario, value=value, unit=unit,
             metric=metric, label=Label.UNVERIFIED, kind="run",
             validity=validity["tokenmark"], source_path=rel, content_hash=run_hash,
-            run_hash=run_hash, tokenmark_value=tokenmark_value, **sys_fields,
+            run_hash=run_hash, tokenmark_value=tokenmark_value, source=SOURCE_RUN,
+            **sys_fields,
         )
     return RunRecord(
         row=row, run_hash=run_hash, started_utc=str(run.get("started_utc", "")),

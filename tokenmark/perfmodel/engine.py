@@ -19,6 +19,11 @@ step touches only the requests that start or finish in it. :meth:`ReplicaEngine.
 reports those (first token, done); :meth:`ReplicaEngine.step` also lists one ``TOKEN``
 event per decoding sequence, for callers that stream every token.
 
+A request may be aborted (:meth:`ReplicaEngine.abort`: its client went away): it leaves
+at once, so the next step is planned without it and its sequence slot and KV cache are
+free for the requests behind it. A vision-language request carries its images' encoder
+work (``encoder_flops``), charged to the step that starts its prefill.
+
 Disaggregated serving uses two modes: ``prefill_only`` engines finish a request with
 its first token (its KV cache leaves with it), and requests submitted with
 ``prefilled=True`` arrive on a decode engine with their prompt's KV already present
@@ -59,6 +64,8 @@ class _Req:
     remote: bool = False  # prefilled elsewhere (disaggregated decode)
     prefilled: int = 0
     width: int = 1  # sequences it decodes at once (beam search width)
+    fin: int = -1  # the step of its last token, once it decodes
+    enc: float = 0.0  # vision-encoder FLOPs still to run (charged with its first chunk)
 
     @property
     def need(self) -> int:
@@ -216,11 +223,39 @@ class ReplicaEngine:
         return bool(self._waiting or self._prefilling or self._n_dec)
 
     def submit(self, rid: int, prompt_tokens: int, output_tokens: int, *,
-               prefilled: bool = False) -> None:
+               prefilled: bool = False, encoder_flops: float = 0.0) -> None:
         """Queue a request. ``prefilled``: its prompt was prefilled (and its first token
-        made) elsewhere and its KV cache has arrived; it only decodes here."""
+        made) elsewhere and its KV cache has arrived; it only decodes here.
+        ``encoder_flops``: its images' vision-encoder work (its prompt counts their
+        tokens)."""
         self._waiting.append(_Req(rid, max(1, prompt_tokens), max(1, output_tokens),
-                                  prefilled, width=self.d.policy.beams))
+                                  prefilled, width=self.d.policy.beams,
+                                  enc=0.0 if prefilled else encoder_flops))
+
+    def abort(self, rid: int) -> bool:
+        """Remove request ``rid`` wherever it is (queued, prefilling or decoding): it
+        frees its sequence slot and KV cache for the next step. False if it is not
+        here (finished, or never submitted)."""
+        for queue in (self._waiting, self._prefilling):
+            for r in queue:
+                if r.rid == rid:
+                    queue.remove(r)
+                    if queue is self._prefilling:
+                        self._reserved -= r.need
+                    return True
+        if rid not in self._decoding:
+            return False
+        r = self._decoding.pop(rid)
+        bucket = self._finish.get(r.fin)
+        if bucket is not None:
+            bucket.remove(r)
+            if not bucket:
+                del self._finish[r.fin]
+        # its context now: prompt + output - (steps it had left); see _join_decode
+        self._ctx -= r.width * (r.prompt + r.output - 1 + self.steps - r.fin)
+        self._n_dec -= r.width
+        self._reserved -= r.need
+        return True
 
     def step(self) -> tuple[StepPlan, list[Event]]:
         """Plan and execute the next step, with one event per token. The caller waits
@@ -255,6 +290,7 @@ class ReplicaEngine:
         running = len(self._prefilling) + self._n_dec
         waiting = self._waiting
         admitted: list[int] = []
+        enc = 0.0
         while waiting:
             r = waiting[0]
             need = r.need
@@ -286,6 +322,9 @@ class ReplicaEngine:
             n = min(r.prompt, budget)
             chunks.append((r, n))
             budget -= n
+            if r.enc:
+                enc += r.enc
+                r.enc = 0.0
         p_tok = 0
         pairs = 0.0
         p_ctx = 0
@@ -295,7 +334,7 @@ class ReplicaEngine:
             pairs += n * c + n * (n + 1) / 2
             p_ctx += c
         n_dec = self._n_dec
-        cost = self.cost.cost(p_tok, pairs, p_ctx, len(chunks), n_dec, self._ctx)
+        cost = self.cost.cost(p_tok, pairs, p_ctx, len(chunks), n_dec, self._ctx, enc)
         decoded = list(self._decoding) if collect_tokens else None
         # -- apply the step -------------------------------------------------------------
         self._ctx += n_dec
@@ -432,6 +471,7 @@ class ReplicaEngine:
         """``r`` has made its first token; it decodes from the next step (or this one,
         for a prefilled arrival) until ``finish_step``."""
         self._decoding[r.rid] = r
+        r.fin = finish_step
         self._n_dec += r.width
         self._ctx += r.width * (r.prompt + 1)
         bucket = self._finish.get(finish_step)

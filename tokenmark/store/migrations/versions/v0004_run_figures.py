@@ -6,8 +6,8 @@ accuracy-mode run, which has no performance row: the rows earlier versions store
 such runs (their "throughput" is not a result) are deleted here; the runs themselves and
 their findings stay.
 
-Revision ID: 0003
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 Create Date: 2026-12-03
 """
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
