@@ -244,3 +244,72 @@ def test_offline_compares_queries_with_queries(tmp_path):
     detail = parse_detail((out / "mlperf_log_detail.txt").read_text())
     assert result.summary.sample_count == detail["generated_samples_per_query"] >= 100
     assert cmp["samples_per_second"]["loadgen"] == detail["result_samples_per_second"]
+
+
+# -- the official handle records what the native one records (issue 19's fields) ---------------
+
+
+class _ReasoningSUT:
+    """Streams 2 reasoning tokens and 1 answer token in one read, then 2 answer tokens;
+    reports details (usage basis), the server's reasoning count and a prompt count 7 above
+    the planned one, as an HTTP target of a reasoning model does."""
+
+    def __init__(self, clock) -> None:
+        self.clock = clock
+
+    name = "reasoning"
+
+    def describe(self) -> dict[str, str]:
+        return {}
+
+    async def start(self) -> None:
+        return None
+
+    async def flush(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    def issue(self, query, handle) -> None:
+        from tokenmark.records import ResponseDetails, TokenSource
+        from tokenmark.sut import DetailsHandle, ReasoningHandle
+
+        assert isinstance(handle, ReasoningHandle) and isinstance(handle, DetailsHandle)
+        t = self.clock.now_ns()
+        handle.reasoning(2, t)
+        handle.token(1, t)  # the same read: one chunk of 3
+        handle.token(2)
+        handle.reasoning_usage(2)
+        handle.details(ResponseDetails(finish_reason="stop", stream_tokens=5,
+                                       token_basis="usage"))
+        handle.complete(10, TokenSource.USAGE, input_tokens=query.sample.input_tokens + 7,
+                        cached_input_tokens=4)
+
+
+def test_official_records_keep_the_planned_prompt_and_the_servers_details(tmp_path):
+    from tokenmark.api import run_benchmark
+
+    layered = build_settings("v6.0", "llama3.1-8b", Scenario.OFFLINE, profile="demo",
+                             overrides={"offline_expected_qps": 200.0, "min_duration_ms": 300,
+                                        "min_query_count": 1, "performance_sample_count": 50,
+                                        "total_sample_count": 50})
+    ds = default_dataset(layered, size=50, output_lengths="10")
+    planned = {i: ds.sample(i).input_tokens for i in range(50)}
+    run_official_loadgen(layered, ds, _ReasoningSUT, tmp_path / "official")
+    run_benchmark(layered, ds, _ReasoningSUT, tmp_path / "native")
+
+    def shapes(folder: Path) -> set[tuple[object, ...]]:
+        out = set()
+        for r in read_records(folder / "records.jsonl"):
+            assert r.input_tokens == planned[r.sample_index]  # the plan, not the server's
+            assert r.server_input_tokens == planned[r.sample_index] + 7
+            assert r.first_answer_ns == r.first_token_ns >= 0
+            out.add((r.output_tokens, tuple(r.chunk_tokens), r.reasoning_tokens,
+                     r.finish_reason, r.stream_tokens, r.token_basis, r.cached_input_tokens,
+                     r.token_source.value))
+        return out
+
+    # chunks 3 + 2 spread over the usage's 10 tokens: 6 + 4
+    expected = {(10, (6, 4), 2, "stop", 5, "usage", 4, "usage")}
+    assert shapes(tmp_path / "official") == shapes(tmp_path / "native") == expected

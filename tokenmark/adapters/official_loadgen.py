@@ -51,7 +51,15 @@ from typing import Any
 from tokenmark.clock import Clock
 from tokenmark.dataset import Dataset
 from tokenmark.errors import ConfigError
-from tokenmark.records import ErrorClass, Query, RecordSink, RequestRecord, TokenSource
+from tokenmark.loadgen.runner import spread
+from tokenmark.records import (
+    ErrorClass,
+    Query,
+    RecordSink,
+    RequestRecord,
+    ResponseDetails,
+    TokenSource,
+)
 from tokenmark.settings import Scenario, Seeds
 from tokenmark.sut import SystemUnderTest
 
@@ -284,7 +292,7 @@ class _Bridge:
 class _Handle:
     """The response handle of one sample: tokenmark's record and LoadGen's calls."""
 
-    __slots__ = ("_bridge", "first_ids", "lg_id", "rec", "sent_first")
+    __slots__ = ("_bridge", "_reasoned_at", "first_ids", "lg_id", "rec", "sent_first")
 
     def __init__(self, bridge: _Bridge, rec: RequestRecord, lg_id: int) -> None:
         self._bridge = bridge
@@ -292,6 +300,7 @@ class _Handle:
         self.lg_id = lg_id
         self.first_ids: tuple[int, ...] | None = None
         self.sent_first = False
+        self._reasoned_at = -1  # time of the last reasoning chunk
 
     def _t(self, t_ns: int | None) -> int:
         b = self._bridge
@@ -319,8 +328,12 @@ class _Handle:
         t = self._t(t_ns)
         if rec.first_token_ns < 0:
             rec.first_token_ns = t
-            rec.first_answer_ns = t
             self._first()
+        if rec.first_answer_ns < 0:  # the first answer token may follow reasoning
+            rec.first_answer_ns = t
+        if t == self._reasoned_at:  # the same read carried reasoning, then answer tokens
+            rec.chunk_tokens[-1] += n
+            return
         rec.chunk_ns.append(t)
         rec.chunk_tokens.append(n)
 
@@ -335,10 +348,25 @@ class _Handle:
         rec.chunk_ns.append(t)
         rec.chunk_tokens.append(n)
         rec.reasoning_tokens = max(rec.reasoning_tokens, 0) + n
+        self._reasoned_at = t
 
     def reasoning_usage(self, tokens: int) -> None:
         if self._open():
             self.rec.reasoning_tokens = tokens
+
+    def details(self, d: ResponseDetails) -> None:
+        """As the native runner's handle: what the SUT learned about the answer."""
+        if not self._open():
+            return
+        rec = self.rec
+        if d.finish_reason:
+            rec.finish_reason = d.finish_reason
+        if d.stream_tokens >= 0:
+            rec.stream_tokens = d.stream_tokens
+        if d.token_basis:
+            rec.token_basis = d.token_basis
+        if d.demanded_output_tokens >= 0:
+            rec.demanded_output_tokens = d.demanded_output_tokens
 
     def complete(
         self,
@@ -368,8 +396,11 @@ class _Handle:
         else:
             rec.output_tokens = output_tokens
             rec.token_source = source
+            if rec.token_basis == "usage":
+                spread(rec.chunk_tokens, output_tokens)
         if input_tokens is not None:
-            rec.input_tokens = input_tokens
+            # the server's count; the planned length stays in input_tokens (issue 19)
+            rec.server_input_tokens = input_tokens
         rec.alt_output_tokens = alt_output_tokens
         rec.cached_input_tokens = cached_input_tokens
         rec.endpoint = endpoint or rec.endpoint
