@@ -9,8 +9,10 @@ Two verdicts, never mixed (DESIGN.md):
   that last criterion alone (LoadGen judges no performance in accuracy mode).
 - the **tokenmark verdict** adds tokenmark's own rules (client send lag, client
   overhead, error rate, token-count disagreement, interrupted runs, and the user's
-  latency limits on non-MLPerf patterns). A run is VALID under it only if the MLPerf
-  verdict (where applicable) is VALID too; the CLI's exit code follows it.
+  latency limits on non-MLPerf patterns); in accuracy mode only those about the answers
+  (errors, completion, token counts), not the client's pacing or latency limits. A run
+  is VALID under it only if the MLPerf verdict (where applicable) is VALID too; the
+  CLI's exit code follows it.
 
 Every finding records which verdict it belongs to, what was observed, what was
 required, how to fix a failure, and its level: a ``fail`` finding that did not pass makes
@@ -345,7 +347,10 @@ def _tokenmark_findings(
 ) -> list[Finding]:
     out: list[Finding] = []
     sc = eff.scenario
-    if sc.is_open_loop:
+    accuracy = eff.mode is Mode.ACCURACY
+    if accuracy:
+        pass  # accuracy mode judges the answers, not the client's timing (no pacing rule)
+    elif sc.is_open_loop:
         lim = eff.send_lag_limit_ns
         lag = s.send_lag.percentiles.get(0.99, 0) if s.send_lag.count else 0
         ok = lag <= lim
@@ -418,7 +423,7 @@ def _tokenmark_findings(
             "server usage and client tokenizer agree",
             "Check that the client tokenizer is the model's own, or count with one source.",
         ))
-    if not sc.is_mlperf and eff.limits.any:
+    if not sc.is_mlperf and eff.limits.any and not accuracy:
         out.append(_user_limits(s, eff))
     return out
 

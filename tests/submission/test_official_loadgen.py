@@ -313,3 +313,20 @@ def test_official_records_keep_the_planned_prompt_and_the_servers_details(tmp_pa
     # chunks 3 + 2 spread over the usage's 10 tokens: 6 + 4
     expected = {(10, (6, 4), 2, "stop", 5, "usage", 4, "usage")}
     assert shapes(tmp_path / "official") == shapes(tmp_path / "native") == expected
+
+
+def test_an_official_accuracy_run_is_judged_as_a_native_one(tmp_path):
+    """LoadGen's accuracy mode judges no performance: the MLPerf verdict is its one
+    criterion (every sample answered), tokenmark's has no pacing rule."""
+    layered = build_settings("v6.0", "llama3.1-8b", Scenario.SERVER, profile="demo",
+                             overrides={"mode": "accuracy", "target_qps": 500.0,
+                                        "performance_sample_count": 40,
+                                        "total_sample_count": 40})
+    ds = default_dataset(layered, size=40, output_lengths="10")
+    result = run_official_loadgen(layered, ds, _ReasoningSUT, tmp_path / "acc")
+    v = result.verdicts
+    assert [(f.rule, f.passed) for f in v.mlperf.findings] == [("all_queries_answered", True)]
+    assert [f.rule for f in v.tokenmark.findings] == ["error_rate", "run_completed"]
+    assert v.valid
+    entries = (tmp_path / "acc" / "mlperf_log_accuracy.json").read_text().count('"qsl_idx"')
+    assert entries == 40
