@@ -78,6 +78,8 @@ def main() -> None:
     ap.add_argument("--offline-qps", default="30", help="Offline expected QPS")
     ap.add_argument("--server-qps", default="20", help="Server target QPS")
     ap.add_argument("--accelerator", default="H200 SXM", help="the emulated accelerator")
+    ap.add_argument("--pool-size", default="512", help="connections to the server: an "
+                    "Offline query of the whole set opens one per sample without a cap")
     ap.add_argument("--sut", default="", help="hf: a local Hugging Face model (--model-dir)")
     ap.add_argument("--model-dir", default="")
     ap.add_argument("--references", type=Path, help="the dataset's reference answers")
@@ -91,7 +93,7 @@ def main() -> None:
     quick = ["--min-duration", "10", "--min-queries", "100", "--dataset-size", "300"] \
         if a.quick else []
     common = ["run", "-b", a.benchmark, "--round", a.round, "--loadgen", "official", "-q",
-              "--db", str(out / "results.db"), *sut, *quick]
+              "--db", str(out / "results.db"), "--pool-size", a.pool_size, *sut, *quick]
     runs: list[Path] = []
     accuracy: list[Path] = []
     scenarios = [s.strip() for s in a.scenarios.split(",") if s.strip()]
@@ -133,11 +135,14 @@ def main() -> None:
                       framework="tokenmark emulated server",
                       hw_notes="No accelerator: every time is predicted by tokenmark's "
                       "performance model; the emulated model has no weights.")
-    (out / "system.json").write_text(json.dumps(system, indent=2))
+    # the file's name is the system's folder name in the tree
+    sys_file = out / ("local-model.json" if a.sut else
+                      "emulated-" + a.accelerator.split()[0].lower() + ".json")
+    sys_file.write_text(json.dumps(system, indent=2))
     (out / "measurements.json").write_text(json.dumps(MEASUREMENTS, indent=2))
     tree = out / "tree"
     tm("submission", "package", *map(str, runs), "-o", str(tree), "--submitter", "tokenmark",
-       "--system", str(out / "system.json"), "--measurements", str(out / "measurements.json"),
+       "--system", str(sys_file), "--measurements", str(out / "measurements.json"),
        "--division", "closed", "--round", a.round)
     tm("submission", "check", str(tree), "--round", a.round)
     if a.inference is not None:

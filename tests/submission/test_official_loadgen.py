@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.accuracy.support import IdsSUT
 from tests.accuracy.test_compliance import official_file
 from tests.submission.test_package import MEAS, system_file
 from tokenmark.adapters.inprocess import LatencyModel
@@ -110,8 +111,6 @@ AUDIT_OVERRIDES = {"target_qps": 300.0, "min_duration_ms": 2000, "min_query_coun
 def test06_run(tmp_path_factory: pytest.TempPathFactory):
     """A TEST06 run: the run folder already holds an audit.config of the user's (it must be
     put back) and the working directory holds a stray one (LoadGen must never read it)."""
-    from tests.accuracy.support import IdsSUT
-
     base = tmp_path_factory.mktemp("test06")
     out = base / "test06"
     out.mkdir()
@@ -249,27 +248,14 @@ def test_offline_compares_queries_with_queries(tmp_path):
 # -- the official handle records what the native one records (issue 19's fields) ---------------
 
 
-class _ReasoningSUT:
+class _ReasoningSUT(IdsSUT):
     """Streams 2 reasoning tokens and 1 answer token in one read, then 2 answer tokens;
     reports details (usage basis), the server's reasoning count and a prompt count 7 above
     the planned one, as an HTTP target of a reasoning model does."""
 
     def __init__(self, clock) -> None:
+        super().__init__()
         self.clock = clock
-
-    name = "reasoning"
-
-    def describe(self) -> dict[str, str]:
-        return {}
-
-    async def start(self) -> None:
-        return None
-
-    async def flush(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
 
     def issue(self, query, handle) -> None:
         from tokenmark.records import ResponseDetails, TokenSource

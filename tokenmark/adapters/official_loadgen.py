@@ -356,17 +356,8 @@ class _Handle:
 
     def details(self, d: ResponseDetails) -> None:
         """As the native runner's handle: what the SUT learned about the answer."""
-        if not self._open():
-            return
-        rec = self.rec
-        if d.finish_reason:
-            rec.finish_reason = d.finish_reason
-        if d.stream_tokens >= 0:
-            rec.stream_tokens = d.stream_tokens
-        if d.token_basis:
-            rec.token_basis = d.token_basis
-        if d.demanded_output_tokens >= 0:
-            rec.demanded_output_tokens = d.demanded_output_tokens
+        if self._open():
+            d.apply_to(self.rec)
 
     def complete(
         self,
