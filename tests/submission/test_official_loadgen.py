@@ -316,3 +316,33 @@ def test_an_official_accuracy_run_is_judged_as_a_native_one(tmp_path):
     assert v.valid
     entries = (tmp_path / "acc" / "mlperf_log_accuracy.json").read_text().count('"qsl_idx"')
     assert entries == 40
+
+
+@pytest.mark.parametrize("test,scenario", [("TEST07", Scenario.SERVER),
+                                           ("TEST09", Scenario.OFFLINE)])
+def test_loadgen_applies_test07_and_test09_audit_configs(tmp_path, test, scenario):
+    """The other LLM audits reach LoadGen the same way: it finds the file tokenmark wrote
+    and runs with its settings (published values in compliance.audit.AUDITS: TEST07 990
+    queries, TEST09 a sampling target of 10,000; both issue each sample once)."""
+    from tests.accuracy.support import IdsSUT
+    from tokenmark.compliance.audit import AUDITS
+
+    rate = "offline_expected_qps" if scenario is Scenario.OFFLINE else "target_qps"
+    layered = build_settings("v6.0", "llama3.1-8b", scenario, profile="demo",
+                             overrides={rate: 2000.0, "performance_sample_count": 200,
+                                        "total_sample_count": 200})
+    out = tmp_path / test
+    run_official_loadgen(layered, default_dataset(layered, size=200, output_lengths="8"),
+                         lambda _clock: IdsSUT(), out, audit=test)
+    detail = parse_detail((out / "mlperf_log_detail.txt").read_text())
+    audit = AUDITS[test]
+    assert any("Found Audit Config file" in str(w.value) for w in detail.warnings)
+    assert detail["effective_accuracy_log_sampling_target"] == \
+        audit.accuracy_log_sampling_target
+    assert detail["effective_performance_issue_unique"] is True
+    assert detail["effective_test_mode"] == "PerformanceOnly"
+    if scenario is Scenario.SERVER:
+        assert detail["effective_min_query_count"] == audit.min_query_count == 990
+    # each sample once: the 200-sample set, not the 990 queries asked for
+    assert detail["result_query_count"] == (200 if scenario is Scenario.SERVER else 1)
+    assert not (out / "audit.config").exists()  # the folder is put back
