@@ -49,7 +49,8 @@ NAMES = {"floor": "aiohttp", "loadgen": "LoadGen", "vllm": "vllm bench", "aiperf
          "guidellm": "GuideLLM"}
 SCENARIOS = ("max", "cpu", "acc-c1", "acc-c64", "acc-c256", "rate-400")
 #: Each variant of tokenmark: its name and the environment it runs with.
-VARIANTS = {"uvloop": {}, "asyncio": {"TOKENMARK_EVENT_LOOP": "asyncio"}}
+VARIANTS = {"asyncio": {"TOKENMARK_EVENT_LOOP": "asyncio"},
+            "uvloop": {"TOKENMARK_EVENT_LOOP": "uvloop"}}
 
 
 def find_peers(given: str) -> Path:
@@ -170,7 +171,7 @@ def main() -> None:
                     help="the harness's tokenizer folder (default: VENVS/tokenizer)")
     ap.add_argument("--tools", default="tokenmark," + ",".join(PEERS))
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
-    ap.add_argument("--variants", default="uvloop",
+    ap.add_argument("--variants", default="asyncio",
                     help="tokenmark variants, comma separated: " + ", ".join(VARIANTS))
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--results", default="", help="keep the raw results here")
