@@ -374,4 +374,7 @@ def test_reasoning_chunks_are_told_apart_from_the_answer(tmp_path, workers):
     for r in run.records:
         before = [n for t, n in zip(r.chunk_ns, r.chunk_tokens, strict=True)
                   if t < r.first_answer_ns]
-        assert sum(before) <= 4 and r.first_answer_ns > r.first_token_ns
+        assert sum(before) <= 4 and r.first_answer_ns >= r.first_token_ns
+        # strictly later, unless one read carried all 4 reasoning tokens and the first
+        # answer token (a loaded machine): then that read's chunk holds more than 4
+        assert r.first_answer_ns > r.first_token_ns or r.chunk_tokens[0] > 4, r
