@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from tokenmark import __version__
+from tokenmark.adapters import eventloop
 from tokenmark.adapters.emulated_sut import EmulatedSUT, EmulatorIdsHandle, emulated_describe
 from tokenmark.adapters.inprocess import LatencyModel, LatencyModelSUT, NullSUT
 from tokenmark.adapters.openai_http import OpenAIHttpSUT
@@ -339,7 +340,7 @@ def run_benchmark(
     if isinstance(clock, FakeClock):
         outcome, summary, verdicts, anchor, per_endpoint = run_virtual(coro, clock)
     else:
-        outcome, summary, verdicts, anchor, per_endpoint = asyncio.run(coro)
+        outcome, summary, verdicts, anchor, per_endpoint = eventloop.run(coro)
     sections: dict[str, Any] = {}
     extra: list[Finding] = []
     for w in watchers:
