@@ -5,6 +5,9 @@ rows in it, on SQLite and PostgreSQL (``db`` runs each test on both).
 ``host_processors_per_node``, ``published_unit``, ``quirks`` and ``table_value``.
 Published rows that existed were read from result trees (``logs``); the user's runs
 become ``run``.
+
+0003 -> 0004 (issue 24): ``tests/results/test_run_rows.py``; 0004 -> 0005 (issue 20):
+findings keep their level.
 """
 
 from __future__ import annotations
@@ -71,12 +74,12 @@ def test_0003_from_0002_with_rows(db):
                          run_ref=run_id, content_hash="b" * 64)
     finally:
         eng.dispose()
-    with pytest.raises(StoreError, match="schema 0002; this tokenmark needs 0004: run "
+    with pytest.raises(StoreError, match="schema 0002; this tokenmark needs 0005: run "
                        "'tokenmark db upgrade"):
         Store.open(db)
     eng = store_engine.create(store_engine.resolve_url(db))
     try:
-        assert store_engine.upgrade(eng) == store_engine.HEAD_REVISION == "0004"
+        assert store_engine.upgrade(eng) == store_engine.HEAD_REVISION == "0005"
         with eng.connect() as conn:
             got = conn.execute(sa.text(
                 "SELECT kind, source, host_processor, host_processors_per_node, "
@@ -97,8 +100,8 @@ def test_0003_from_0002_with_rows(db):
     assert rows["run"].run_hash == "b" * 64 and rows["run"].source == SOURCE_RUN
 
 
-def test_0004_from_0003_with_rows_keeps_finding_levels(db):
-    """0003 -> 0004 (issue 20): findings gain ``level``; a stored finding takes the level
+def test_0005_from_0004_with_rows_keeps_finding_levels(db):
+    """0004 -> 0005 (issue 20): findings gain ``level``; a stored finding takes the level
     its run's verdicts give it (``machine_busy`` is a warn finding), the rest ``fail``."""
     warn = {"rule": "machine_busy", "verdict": "tokenmark", "passed": False, "level": "warn",
             "observed": "other processes used 1.5 cores", "required": "< 0.5 cores",
@@ -109,7 +112,7 @@ def test_0004_from_0003_with_rows_keeps_finding_levels(db):
                               "findings": [warn, fail]}}
     eng = store_engine.create(store_engine.resolve_url(db))
     try:
-        store_engine.upgrade(eng, "0003")
+        store_engine.upgrade(eng, "0004")
         with eng.begin() as conn:
             run = {"run_hash": "c" * 64, "started_utc": "2026-12-03T00:00:00Z",
                    "tokenmark_version": "0.1.0", "round": "v6.0", "benchmark": "llama3.1-8b",
@@ -125,7 +128,7 @@ def test_0004_from_0003_with_rows_keeps_finding_levels(db):
                     "verdict", "rule", "passed", "observed", "required", "advice", "detail")}}
                 conn.execute(sa.text(f"INSERT INTO findings ({', '.join(row)}) VALUES "
                                      f"({', '.join(':' + c for c in row)})"), row)
-        assert store_engine.upgrade(eng) == "0004"
+        assert store_engine.upgrade(eng) == "0005"
         with eng.connect() as conn:
             got = conn.execute(sa.text("SELECT rule, level FROM findings ORDER BY id")).all()
             diff = compare_metadata(MigrationContext.configure(conn), metadata)

@@ -5,8 +5,8 @@ Existing rows take the level their run's ``verdicts`` (the results file's, kept 
 ``runs.verdicts``) gives the same finding (same verdict, rule, observed and required);
 a finding the verdicts do not list, or one written before levels existed, is ``fail``.
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0005
+Revises: 0004
 Create Date: 2026-12-03
 """
 
@@ -18,8 +18,8 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004"
-down_revision = "0003"
+revision = "0005"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
