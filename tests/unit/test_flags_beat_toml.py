@@ -120,34 +120,25 @@ def test_a_url_flag_beats_the_files_urls(tmp_path, monkeypatch):
     assert got["obj"].urls == ("http://127.0.0.1:8",)
 
 
-def test_run_table_flags_beat_the_file(tmp_path, monkeypatch):
-    seen: dict[str, Any] = {}
+@pytest.mark.parametrize(("table", "flag", "seen", "flag_value", "file_value"), [
+    ('[run]\nbenchmark = "llama2-70b-99"', ["-b", "llama3.1-8b"],
+     lambda layered: layered.preset.name, "llama3.1-8b", "llama2-70b-99"),
+    ('[settings]\nmode = "accuracy"', ["--mode", "performance"],
+     lambda layered: layered.settings.mode.value, "PerformanceOnly", "AccuracyOnly"),
+], ids=["benchmark", "mode_performance"])
+def test_run_and_settings_flags_beat_the_file(tmp_path, monkeypatch, table, flag, seen,
+                                              flag_value, file_value):
+    got: list[Any] = []
 
     def stand_in(spec: Any, layered: Any, *args: Any) -> Any:
-        seen["preset"] = layered.preset.name
+        got.append(seen(layered))
         raise _Stop
 
     monkeypatch.setattr(cli_run, "build_workload", stand_in)
-    cfg = _toml(tmp_path, '[run]\nbenchmark = "llama2-70b-99"\n')
-    _invoke(["run", "--config", str(cfg), "-b", "llama3.1-8b"])
-    assert seen["preset"] == "llama3.1-8b"
+    cfg = _toml(tmp_path, table + "\n")
+    _invoke(["run", "--config", str(cfg), *flag])
     _invoke(["run", "--config", str(cfg)])
-    assert seen["preset"] == "llama2-70b-99"
-
-
-def test_mode_performance_beats_the_files_accuracy(tmp_path, monkeypatch):
-    seen: dict[str, Any] = {}
-
-    def stand_in(spec: Any, layered: Any, *args: Any) -> Any:
-        seen["mode"] = layered.settings.mode.value
-        raise _Stop
-
-    monkeypatch.setattr(cli_run, "build_workload", stand_in)
-    cfg = _toml(tmp_path, '[settings]\nmode = "accuracy"\n')
-    _invoke(["run", "--config", str(cfg), "--mode", "performance"])
-    assert seen["mode"] == "PerformanceOnly"
-    _invoke(["run", "--config", str(cfg)])
-    assert seen["mode"] == "AccuracyOnly"
+    assert got == [flag_value, file_value]
 
 
 def test_a_zero_sut_flag_beats_the_file(tmp_path, monkeypatch):
