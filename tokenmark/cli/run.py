@@ -55,7 +55,8 @@ from tokenmark.errors import BadInputError, ConfigError
 from tokenmark.metrics.stats import Distribution
 from tokenmark.report import write_report
 from tokenmark.rules import Validity, Verdict
-from tokenmark.settings import Mode, Scenario, Seeds, effective
+from tokenmark.scenarios import build_schedule, length_note
+from tokenmark.settings import Mode, Scenario, Seeds, TestSettings, effective
 from tokenmark.sources.hf_tokenizer import load_hf_tokenizer
 from tokenmark.sut import SystemUnderTest
 
@@ -525,6 +526,8 @@ def run(
             f"not an MLPerf-length run (outputs capped at {DEMO_MAX_OUTPUT_TOKENS} tokens). "
             "Results are unverified."
         )
+    if show:
+        _warn_length(layered.settings, len(workload.dataset))
     view = progress_view(layered.settings, len(workload.dataset), quiet=quiet,
                          json_out=json_out, mode=progress_mode, console=err)
     # From the run on, no Ctrl-C loses the results: the first stops the run, the results
@@ -579,6 +582,17 @@ def run(
         err.print(f"interrupted (Ctrl-C): the run stopped early and is INVALID; what it "
                   f"measured is in {result.output_dir}", highlight=False, soft_wrap=True)
     raise typer.Exit(result.exit_code)
+
+
+def _warn_length(settings: TestSettings, dataset_size: int) -> None:
+    """Warn when LoadGen's rules make the run much longer than asked (issue 27)."""
+    try:
+        eff = effective(settings, dataset_size)
+        note = length_note(eff, build_schedule(eff, dataset_size))
+    except BadInputError:
+        return  # the run itself reports it
+    if note is not None:
+        err.print(f"[yellow]warning:[/] {note.message()}", soft_wrap=True, highlight=False)
 
 
 def _write_report(result: RunResult, *, quiet: bool, guard: InterruptGuard) -> None:
