@@ -308,8 +308,9 @@ def run(
     no_db: Annotated[bool, typer.Option(
         "--no-db", help="Do not store the run in the results database.")] = False,
     progress_mode: Annotated[ProgressMode, typer.Option(
-        "--progress", help="Live view: auto (on a terminal, unless -q/--json), live, "
-        "jsonl (a JSON line a second on stderr, for scripts) or off.")] = ProgressMode.AUTO,
+        "--progress", help="Progress: auto (the live view on a terminal, plain lines off "
+        "one; nothing with -q/--json), live, plain (a line of text every 5 s on stderr, "
+        "for CI logs), jsonl (a JSON line a second on stderr, for scripts) or off.")] = ProgressMode.AUTO,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the verdicts.")] = False,
     json_out: Annotated[bool, typer.Option(
         "--json", help="Print results.json to stdout instead of tables.")] = False,
