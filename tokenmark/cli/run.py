@@ -38,6 +38,7 @@ from tokenmark.assemble import (
     server_tokenizer,
 )
 from tokenmark.cli.app import app, bad_input, check_numbers, err
+from tokenmark.cli.app import out as stdout
 from tokenmark.cli.progress import ProgressMode, progress_view
 from tokenmark.cli.trust import manifest_plan, run_watchers
 from tokenmark.clock import Clock
@@ -78,7 +79,8 @@ def run(
     profile: Annotated[str, typer.Option(
         help="'demo' (short run, labelled as not MLPerf-length) or 'mlperf'.")] = "",
     config: Annotated[Path | None, typer.Option(
-        "--config", "-c", help="TOML file with [run], [settings] and [dataset] tables.")] = None,
+        "--config", "-c", help="TOML file with [run], [settings], [dataset], [sut] and "
+        "[target] tables.")] = None,
     user_conf: Annotated[Path | None, typer.Option(
         help="An MLPerf user.conf (model.scenario.key = value).")] = None,
     qps: Annotated[float | None, typer.Option(
@@ -258,7 +260,9 @@ def run(
         rich_help_panel=TG)] = 0,
     ignore_eos: Annotated[bool, typer.Option(
         help="Send ignore_eos (generate the full output length).", rich_help_panel=TG)] = False,
-    temperature: Annotated[float | None, typer.Option(rich_help_panel=TG)] = None,
+    temperature: Annotated[float | None, typer.Option(
+        help="Sampling temperature of every request (default: not sent; the server's).",
+        rich_help_panel=TG)] = None,
     extra_body: Annotated[str, typer.Option(
         help="A JSON object merged into every request body.", rich_help_panel=TG)] = "",
     model_check: Annotated[bool, typer.Option(
@@ -310,7 +314,8 @@ def run(
     progress_mode: Annotated[ProgressMode, typer.Option(
         "--progress", help="Progress: auto (the live view on a terminal, plain lines off "
         "one; nothing with -q/--json), live, plain (a line of text every 5 s on stderr, "
-        "for CI logs), jsonl (a JSON line a second on stderr, for scripts) or off.")] = ProgressMode.AUTO,
+        "for CI logs), jsonl (a JSON line a second on stderr, for scripts) or off.")
+    ] = ProgressMode.AUTO,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the verdicts.")] = False,
     json_out: Annotated[bool, typer.Option(
         "--json", help="Print results.json to stdout instead of tables.")] = False,
@@ -660,7 +665,7 @@ def _sut_label(result: RunResult) -> str:
 
 
 def _print_result(result: RunResult, *, quiet: bool, json_out: bool) -> None:
-    out = Console()
+    out = stdout()
     if json_out:
         out.print_json(json.dumps(result.document))
         return
@@ -721,7 +726,7 @@ def presets(
 
     Example: tokenmark presets v6.0
     """
-    out = Console()
+    out = stdout()
     try:
         if round_ is None:
             for name in rounds():

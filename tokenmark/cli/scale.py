@@ -19,7 +19,7 @@ from tokenmark.adapters.inprocess import LatencyModel
 from tokenmark.adapters.openai_target import OpenAIConfig
 from tokenmark.api import EXIT_INVALID, EXIT_VALID, SutSpec, make_sut
 from tokenmark.assemble import WorkloadSpec, build_workload, http_sut_factory
-from tokenmark.cli.app import app, bad_input, check_numbers, err
+from tokenmark.cli.app import app, bad_input, check_numbers, err, out
 from tokenmark.clock import Clock
 from tokenmark.config.layering import LayeredSettings, build_settings, read_toml
 from tokenmark.dataset import Dataset
@@ -265,7 +265,7 @@ def sweep(
                       _fmt(r["ttft_p99_ms"]), _fmt(r["tpot_p99_ms"]), _fmt(r["e2e_p99_ms"]),
                       "-" if r["goodput_fraction"] is None else f"{r['goodput_fraction']:.1%}",
                       "*" if r["pareto"] else "")
-        Console().print(t)
+        out().print(t)
 
 
 def _fmt(v: float | None) -> str:
@@ -326,6 +326,6 @@ def scaling_run(
             t.add_row(str(p.replicas), f"{sum(p.peak_rates) / len(p.peak_rates):.4g}",
                       f"{p.throughput:,.0f}", f"{p.per_replica:,.0f}", f"{p.efficiency:.1%}",
                       f"[{p.efficiency_low:.1%}, {hi}]")
-        Console().print(t)
+        out().print(t)
         Console().print(json.dumps({"interval": [p.sources for p in res.points]}),
                         highlight=False)
