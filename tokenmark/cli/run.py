@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -54,6 +55,7 @@ from tokenmark.correctness_api import audit_results, hf_sut_factory
 from tokenmark.engines.emulated import EmulatorSpec
 from tokenmark.errors import BadInputError, ConfigError
 from tokenmark.metrics.stats import Distribution
+from tokenmark.output.tables import write_csv
 from tokenmark.report import write_report
 from tokenmark.rules import Validity, Verdict
 from tokenmark.scenarios import build_schedule, length_note
@@ -582,6 +584,7 @@ def run(
         raise bad_input(e) from None
     _print_result(result, quiet=quiet, json_out=json_out)
     _write_report(result, quiet=quiet or json_out, guard=guard)
+    _write_csv(result)
     if not no_db:
         _store(result, db, quiet=quiet or json_out)
     if result.exit_code == EXIT_INTERRUPTED:
@@ -616,6 +619,15 @@ def _write_report(result: RunResult, *, quiet: bool, guard: InterruptGuard) -> N
         return
     if not quiet:
         err.print(f"report: {path}", highlight=False)
+
+
+def _write_csv(result: RunResult) -> None:
+    """Write records.csv and summary.csv beside results.json; a failure warns."""
+    try:
+        write_csv(result.output_dir)
+    except (OSError, ValueError) as e:
+        err.print(f"[yellow]warning:[/] no records.csv/summary.csv: {escape(str(e))}",
+                  soft_wrap=True)
 
 
 def _headers(lines: list[str]) -> tuple[tuple[str, str], ...]:

@@ -6,6 +6,7 @@ nothing of the run path."""
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +16,7 @@ from rich.table import Table as RichTable
 from tokenmark import results_api
 from tokenmark.cli.app import app, bad_input, check_numbers, err, out
 from tokenmark.errors import EXIT_BAD_INPUT, AnalysisError, BadInputError
+from tokenmark.resultrows import ResultRow
 from tokenmark.results_tables import (
     Table,
     accelerator_comparison_tables,
@@ -138,6 +140,12 @@ def results(
     published: Annotated[bool, typer.Option(
         "--published", help="Also list the published results that ship with tokenmark."
     )] = False,
+    json_out: Annotated[bool, typer.Option(
+        "--json", help="Print the rows as a JSON array (every field) instead of a table.")
+    ] = False,
+    csv_out: Annotated[bool, typer.Option(
+        "--csv", help="Print the rows as CSV (every field, a header line) instead of a "
+        "table.")] = False,
 ) -> None:
     """List stored results matching the filters.
 
@@ -150,7 +158,28 @@ def results(
                                         published=published)
     except BadInputError as e:
         raise bad_input(e) from None
+    if json_out and csv_out:
+        raise bad_input(BadInputError("give --json or --csv, not both"))
+    if json_out or csv_out:
+        _print_rows(rows, csv_out=csv_out)
+        return
     _print([rows_table(rows)])
+
+
+def _print_rows(rows: list[ResultRow], *, csv_out: bool) -> None:
+    """Rows as JSON or CSV on stdout: every field of :class:`ResultRow`, by name."""
+    import dataclasses
+    import json
+    import sys
+
+    dicts = [{k: v.value if isinstance(v, Enum) else v
+              for k, v in dataclasses.asdict(r).items()} for r in rows]
+    if csv_out:
+        from tokenmark.output.tables import write_table
+
+        write_table(sys.stdout, [f.name for f in dataclasses.fields(ResultRow)], dicts)
+    else:
+        sys.stdout.write(json.dumps(dicts, indent=1) + "\n")
 
 
 @app.command()
