@@ -24,26 +24,25 @@ __all__ = ["FLAG_MAX", "PANELS", "PIPED_WIDTH", "app", "bad_input", "check_numbe
 #: any real value, and still exact in 64-bit nanoseconds after a x1e6).
 FLAG_MAX = 1e12
 
-class _Group(TyperGroup):
-    """The app's groups, with help that reads well (see :func:`_readable`)."""
+class _Readable:
+    """Help that reads well (see :func:`_readable`) and ``--help`` without a ``<bool>``
+    type, for a Typer command or group."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         _readable(self)
 
     def get_help_option(self, ctx: Any) -> TyperOption | None:
-        return _plain_help(super().get_help_option(ctx))
+        option: TyperOption | None = super().get_help_option(ctx)  # type: ignore[misc]
+        return _plain_help(option)
 
 
-class _Command(TyperCommand):
-    """Every command, with help that reads well (see :func:`_readable`)."""
+class _Group(_Readable, TyperGroup):
+    """The app's groups."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        _readable(self)
 
-    def get_help_option(self, ctx: Any) -> TyperOption | None:
-        return _plain_help(super().get_help_option(ctx))
+class _Command(_Readable, TyperCommand):
+    """Every command."""
 
 
 def _plain_help(option: TyperOption | None) -> TyperOption | None:
@@ -113,7 +112,7 @@ def _metavar(param: TyperOption | TyperArgument) -> str:
     """What a user writes for an option: INT, FLOAT, PATH, URL, TEXT, the choices of an
     enum, nothing for a flag."""
     desc = param.type_descriptor
-    ann = desc.annotation
+    ann: Any = desc.annotation
     if typing.get_origin(ann) is list:
         ann = typing.get_args(ann)[0]
     if getattr(param, "is_flag", False) or ann is bool:
@@ -170,7 +169,8 @@ def polish(typer_app: typer.Typer = app, *, top: bool = True) -> None:
         def name(info: Any) -> str:
             return str(info.name or info.callback.__name__.replace("_", "-"))
 
-        for info in (*typer_app.registered_commands, *typer_app.registered_groups):
-            if isinstance(info.rich_help_panel, DefaultPlaceholder | None):
-                info.rich_help_panel = panel_of.get(name(info), "Tools")
+        infos: list[Any] = [*typer_app.registered_commands, *typer_app.registered_groups]
+        for item in infos:
+            if isinstance(item.rich_help_panel, DefaultPlaceholder | None):
+                item.rich_help_panel = panel_of.get(name(item), "Tools")
         typer_app.registered_commands.sort(key=lambda i: order.get(name(i), len(order)))
