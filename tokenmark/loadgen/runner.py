@@ -135,16 +135,8 @@ class _Pending:
     def details(self, d: ResponseDetails) -> None:
         """What the SUT learned about the answer (:class:`~tokenmark.sut.DetailsHandle`)."""
         rec = self.rec
-        if rec.done_ns >= 0 or rec.error is not None:
-            return
-        if d.finish_reason:
-            rec.finish_reason = d.finish_reason
-        if d.stream_tokens >= 0:
-            rec.stream_tokens = d.stream_tokens
-        if d.token_basis:
-            rec.token_basis = d.token_basis
-        if d.demanded_output_tokens >= 0:
-            rec.demanded_output_tokens = d.demanded_output_tokens
+        if rec.done_ns < 0 and rec.error is None:
+            d.apply_to(rec)
 
     def complete(
         self,
