@@ -45,6 +45,7 @@ __all__ = [
     "Probe",
     "ScalingResult",
     "SweepResult",
+    "auto_rates",
     "distributed_driver",
     "find_peak",
     "scaling_run",
@@ -283,6 +284,11 @@ def find_peak(
 # -- sweeps -------------------------------------------------------------------------------
 
 
+#: Streams of an automatic sweep's throughput run (GuideLLM's "throughput" profile sends
+#: as much as the server takes; a closed loop this wide keeps any single server busy).
+AUTO_THROUGHPUT_CONCURRENCY = 64
+
+
 @dataclass
 class SweepResult:
     parent: Path
@@ -301,8 +307,20 @@ def sweep(
     pareto_latency: str = "e2e_p99_ms",
     virtual_time: bool = False,
     on_point: Callable[[dict[str, Any]], None] | None = None,
+    auto: int = 0,
+    throughput_concurrency: int = AUTO_THROUGHPUT_CONCURRENCY,
 ) -> SweepResult:
-    """One full run per rate (open loop) or per concurrency (closed loop)."""
+    """One full run per rate (open loop) or per concurrency (closed loop).
+
+    ``auto`` > 0 chooses the range itself, as GuideLLM's sweep does: a synchronous run
+    (a closed loop of one stream), then a throughput run (a closed loop of
+    ``throughput_concurrency`` streams), then ``auto`` rates evenly spaced strictly
+    between the two runs' measured requests/s, in the sweep's open-loop scenario.
+    """
+    if auto:
+        return _auto_sweep(layered, dataset, sut, parent, auto, throughput_concurrency,
+                           pareto_latency=pareto_latency, virtual_time=virtual_time,
+                           on_point=on_point)
     if bool(rates) == bool(concurrencies):
         raise ConfigError("give the sweep's points as --rates or as --concurrency, not both")
     if pareto_latency not in ("ttft_p99_ms", "tpot_p99_ms", "e2e_p99_ms"):
@@ -320,26 +338,73 @@ def sweep(
             raise ConfigError("a concurrency sweep runs the 'closed' pattern; pass "
                               "--scenario closed")
         points = [("concurrency", float(c)) for c in concurrencies]
+    out = SweepResult(parent, [], [])
+    for kind, value in points:
+        _sweep_point(out, layered, dataset, sut, kind, value, pareto_latency=pareto_latency,
+                     virtual_time=virtual_time, on_point=on_point)
+    return out
+
+
+def _sweep_point(out: SweepResult, layered: LayeredSettings, dataset: Dataset, sut: SutArg,
+                 kind: str, value: float, *, pareto_latency: str, virtual_time: bool,
+                 on_point: Callable[[dict[str, Any]], None] | None) -> RunResult:
+    """Run one point of a sweep into ``out`` and rewrite the index. ``kind``: ``rate``
+    (the sweep's open-loop scenario at ``value`` queries/s), ``concurrency`` (its closed
+    loop), ``synchronous`` or ``throughput`` (a closed loop of ``value`` streams)."""
+    parent = out.parent
     parent.mkdir(parents=True, exist_ok=True)
-    factory = _factory(sut)
-    rows: list[dict[str, Any]] = []
-    results: list[RunResult] = []
-    for i, (kind, value) in enumerate(points, 1):
-        if kind == "rate":
-            lay = _with(layered, f"sweep point {i}", target_qps=value)
-            folder = parent / f"point-{i:02d}-{value:.4g}qps"
-        else:
-            lay = _with(layered, f"sweep point {i}", concurrency=int(value))
-            folder = parent / f"point-{i:02d}-c{int(value)}"
-        res = run_benchmark(lay, dataset, factory, folder, virtual_time=virtual_time)
-        results.append(res)
-        rows.append(point_row(i, kind, value, folder.name, res.settings, res.summary,
+    i = len(out.rows) + 1
+    if kind == "rate":
+        lay = _with(layered, f"sweep point {i}", target_qps=value)
+        folder = parent / f"point-{i:02d}-{value:.4g}qps"
+    elif kind == "concurrency":
+        lay = _with(layered, f"sweep point {i}", concurrency=int(value))
+        folder = parent / f"point-{i:02d}-c{int(value)}"
+    else:
+        lay = _with(layered, f"sweep point {i}", scenario=Scenario.CLOSED_LOOP,
+                    concurrency=int(value))
+        folder = parent / f"point-{i:02d}-{kind}"
+    res = run_benchmark(lay, dataset, _factory(sut), folder, virtual_time=virtual_time)
+    out.results.append(res)
+    out.rows.append(point_row(i, kind, value, folder.name, res.settings, res.summary,
                               res.verdicts))
-        _mark_pareto(rows, pareto_latency)
-        _write_index(parent, _sweep_doc(layered, rows, pareto_latency), rows, SWEEP_COLUMNS)
-        if on_point is not None:
-            on_point(rows[-1])
-    return SweepResult(parent, rows, results)
+    _mark_pareto(out.rows, pareto_latency)
+    _write_index(parent, _sweep_doc(layered, out.rows, pareto_latency), out.rows,
+                 SWEEP_COLUMNS)
+    if on_point is not None:
+        on_point(out.rows[-1])
+    return res
+
+
+def auto_rates(synchronous: float, throughput: float, n: int) -> tuple[float, ...]:
+    """``n`` rates evenly spaced strictly between the synchronous and the throughput
+    run's requests/s (none when the throughput run was not faster)."""
+    if not throughput > synchronous > 0 or n < 1:
+        return ()
+    step = (throughput - synchronous) / (n + 1)
+    return tuple(synchronous + step * k for k in range(1, n + 1))
+
+
+def _auto_sweep(layered: LayeredSettings, dataset: Dataset, sut: SutArg, parent: Path,
+                n: int, throughput_concurrency: int, *, pareto_latency: str,
+                virtual_time: bool, on_point: Callable[[dict[str, Any]], None] | None
+                ) -> SweepResult:
+    sc = layered.settings.scenario
+    if sc not in _PEAK_SCENARIOS:
+        raise ConfigError(f"an automatic sweep runs its rates in an open-loop scenario "
+                          f"(Server, Interactive, constant, poisson, gamma), not {sc.value}")
+    if throughput_concurrency < 2:
+        raise ConfigError("the throughput run needs at least 2 streams "
+                          "(--throughput-concurrency)")
+    out = SweepResult(parent, [], [])
+    kw: dict[str, Any] = {"pareto_latency": pareto_latency, "virtual_time": virtual_time,
+                          "on_point": on_point}
+    sync = _sweep_point(out, layered, dataset, sut, "synchronous", 1, **kw)
+    peak = _sweep_point(out, layered, dataset, sut, "throughput", throughput_concurrency, **kw)
+    for rate in auto_rates(sync.summary.requests_per_second,
+                           peak.summary.requests_per_second, n):
+        _sweep_point(out, layered, dataset, sut, "rate", rate, **kw)
+    return out
 
 
 def _mark_pareto(rows: list[dict[str, Any]], latency: str) -> None:

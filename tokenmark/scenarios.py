@@ -28,7 +28,8 @@ from tokenmark import lgrandom
 from tokenmark.errors import ConfigError
 from tokenmark.settings import EffectiveSettings, Mode, Scenario, derive_seed
 
-__all__ = ["PermutationStream", "Schedule", "ScheduleKind", "build_schedule", "timed_trace"]
+__all__ = ["LengthNote", "PermutationStream", "Schedule", "ScheduleKind", "build_schedule",
+           "length_note", "timed_trace"]
 
 
 class ScheduleKind(StrEnum):
@@ -330,3 +331,66 @@ def timed_trace(
         warmup_end_ns=eff.warmup_ns,
         cooldown_start_ns=last - eff.cooldown_ns if eff.cooldown_ns else -1,
     )
+
+
+#: A run is "much longer than asked" when LoadGen's plan exceeds the asked length by this
+#: factor and by :data:`LONGER_MIN_S` seconds.
+LONGER_FACTOR = 1.5
+LONGER_MIN_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class LengthNote:
+    """What LoadGen's rules make of an MLPerf run's asked length (see :func:`length_note`)."""
+
+    asked_queries: int
+    asked_s: float
+    planned_queries: int
+    planned_samples: int
+    planned_s: float
+    loaded_set: int
+
+    def message(self) -> str:
+        return (f"LoadGen's rules make this run {self.planned_queries:,} queries "
+                f"({self.planned_samples:,} samples), about {_span(self.planned_s)} at the "
+                f"target rate, against the {self.asked_queries:,} queries and "
+                f"{_span(self.asked_s)} asked: in equal-issue mode it rounds the count up "
+                f"to whole passes over the loaded sample set ({self.loaded_set:,} samples). "
+                "Fewer samples (--dataset-size) or a higher --qps shorten it.")
+
+
+def _span(seconds: float) -> str:
+    s = int(round(seconds))
+    h, rest = divmod(s, 3600)
+    m, sec = divmod(rest, 60)
+    return f"{h} h {m} min" if h else f"{m} min {sec} s" if m else f"{sec} s"
+
+
+def length_note(eff: EffectiveSettings, schedule: Schedule) -> LengthNote | None:
+    """A note when LoadGen's rules make a timed MLPerf performance run (Server,
+    Interactive, Offline) much longer than asked (:data:`LONGER_FACTOR`, and at least
+    :data:`LONGER_MIN_S` more), else ``None``.
+
+    Asked: the minimum duration, or the minimum query (Offline: sample) count at the
+    target (Offline: expected) rate if longer.
+    Planned: the schedule's last send (Server, Interactive) or its samples at the
+    expected rate (Offline, whose queries all go at once). Closed scenarios (SingleStream,
+    MultiStream) stop at the asked minimums whatever the schedule holds, so get no note.
+    """
+    s = eff.scenario
+    if not s.is_mlperf or schedule.kind is not ScheduleKind.TIMED or eff.mode is Mode.ACCURACY \
+            or eff.target_qps <= 0:
+        return None
+    r = eff.requested
+    asked_queries = r.min_query_count
+    asked_s = max(r.min_duration_ms / 1e3, asked_queries / eff.target_qps)
+    samples = len(schedule)
+    if s.loadgen is Scenario.OFFLINE:
+        planned_s = samples / eff.target_qps
+    else:
+        planned_s = schedule.generated_query_duration_ns / 1e9
+    if planned_s < LONGER_FACTOR * asked_s or planned_s < asked_s + LONGER_MIN_S:
+        return None
+    return LengthNote(asked_queries=asked_queries, asked_s=asked_s,
+                      planned_queries=schedule.query_count, planned_samples=samples,
+                      planned_s=planned_s, loaded_set=len(schedule.loaded_set))

@@ -82,7 +82,9 @@ def test_early_stopping_does_not_apply_everywhere() -> None:
 
 @pytest.mark.parametrize(("requested", "quiet", "json_out", "tty", "mode"), [
     ("auto", False, False, True, ProgressMode.LIVE),
-    ("auto", False, False, False, ProgressMode.OFF),  # not a terminal: nothing
+    ("auto", False, False, False, ProgressMode.PLAIN),  # not a terminal: plain lines
+    ("auto", True, False, False, ProgressMode.OFF),
+    ("plain", False, False, True, ProgressMode.PLAIN),
     ("auto", True, False, True, ProgressMode.OFF),
     ("auto", False, True, True, ProgressMode.OFF),
     ("live", True, False, False, ProgressMode.OFF),  # never escape codes into a file
@@ -114,13 +116,32 @@ def test_live_mode_draws_on_a_terminal(runs_root: Path) -> None:
         assert part in text, part
 
 
-def test_off_and_not_a_terminal_print_nothing() -> None:
+def test_off_prints_nothing() -> None:
     buf = io.StringIO()
-    view = progress_view(eff_of().requested, 256, console=Console(file=buf))  # not a tty
+    view = progress_view(eff_of().requested, 256, mode="off", console=Console(file=buf))
     assert view.mode is ProgressMode.OFF
     with view:
         view.update(stats(1), 1.0)
     assert buf.getvalue() == ""
+
+
+def test_not_a_terminal_gets_a_plain_line_every_five_seconds() -> None:
+    out = io.StringIO()
+    view = progress_view(eff_of().requested, 256, console=Console(file=io.StringIO()))
+    assert view.mode is ProgressMode.PLAIN  # auto, stderr not a terminal
+    view.stream = out
+    with view:
+        for i in range(1, 51):  # 12.5 s at 4 Hz (virtual: the elapsed times given)
+            view.update(stats(i), i * 0.25)
+    lines = out.getvalue().splitlines()
+    # at 0.25 s, 5.25 s, 10.25 s, and the last figures (12.5 s) when the view closes
+    assert [line.split("]")[0] for line in lines] == ["[0:00", "[0:05", "[0:10", "[0:12"]
+    assert "\x1b" not in out.getvalue()  # no escape codes in a log
+    # stats(50): issued 500 of 600, completed 450, 1 failed; tokens 500/update over the
+    # last 5 s window: (25000 - 15000) / (12.5 - 7.5) = 2,000 output tokens/s
+    assert lines[-1].startswith("[0:12] issued 500/600  completed 450  failed 1  in flight 50  "
+                                "2,000 output tokens/s  errors: http_429 1")
+    assert "left" in lines[-1]
 
 
 def test_jsonl_mode_writes_a_line_a_second() -> None:

@@ -37,6 +37,7 @@ def register(modules: Sequence[str] = MODULES) -> None:
     """Import command modules (each registers its commands on the app)."""
     for name in modules:
         importlib.import_module(f"tokenmark.cli.{name}")
+    importlib.import_module("tokenmark.cli.app").polish()
 
 
 def _modules_for(args: Sequence[str]) -> Sequence[str]:

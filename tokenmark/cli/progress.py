@@ -9,10 +9,13 @@ and TPOT (or end-to-end latency) against the limits, errors by class, and whethe
 early stopping is satisfied yet (see :mod:`tokenmark.metrics.live` for what is exact:
 the percentiles are over the recent window and the screen says "approx.").
 
-Modes (:class:`ProgressMode`): ``auto`` draws the live view only when stderr is a
-terminal and the run is neither ``--quiet`` nor ``--json``; ``live`` draws it on a
-terminal whatever the output mode; ``jsonl`` writes one JSON object a second to stderr
-(for scripts and CI logs, terminal or not); ``off`` shows nothing.
+Modes (:class:`ProgressMode`): ``auto`` draws the live view when stderr is a terminal
+and writes plain lines when it is not (a CI log), unless the run is ``--quiet`` or
+``--json``; ``live`` draws it on a terminal whatever the output mode; ``plain`` writes
+one line of text every :data:`PLAIN_EVERY_S` seconds and one at the end (elapsed time,
+issued/scheduled, completed, failed, output tokens/s, errors), as tqdm does off a
+terminal; ``jsonl`` writes one JSON object a second to stderr (for scripts, terminal or
+not); ``off`` shows nothing.
 
 Cost: the runner measures its own send lag, so the view never runs a thread of its
 own. Rich's auto-refresh thread is off; the view renders in the event loop, only from
@@ -40,28 +43,35 @@ from tokenmark.metrics.live import LiveLatency, LiveSnapshot
 from tokenmark.records import RequestRecord
 from tokenmark.settings import EffectiveSettings, Scenario, TestSettings, effective
 
-__all__ = ["Figures", "ProgressMode", "ProgressView", "choose_mode", "progress_view"]
+__all__ = ["Figures", "ProgressMode", "ProgressView", "choose_mode", "plain_line",
+           "progress_view"]
 
 #: Seconds of history behind the "current" token rate.
 RATE_WINDOW_S = 5.0
 #: JSON-lines mode writes at most this often (seconds).
 JSONL_EVERY_S = 1.0
+#: Plain mode writes a line at most this often (seconds).
+PLAIN_EVERY_S = 5.0
 
 
 class ProgressMode(StrEnum):
     AUTO = "auto"
     LIVE = "live"
+    PLAIN = "plain"
     JSONL = "jsonl"
     OFF = "off"
 
 
 def choose_mode(requested: ProgressMode | str, *, quiet: bool, json_out: bool,
                 stderr_tty: bool) -> ProgressMode:
-    """The mode a run gets: ``auto`` resolves to ``live`` or ``off``; ``live`` needs a
-    terminal (never draw escape codes into a log file)."""
+    """The mode a run gets: ``auto`` resolves to ``live`` on a terminal, ``plain`` off
+    one, ``off`` when quiet or JSON; ``live`` needs a terminal (never draw escape codes
+    into a log file)."""
     mode = ProgressMode(requested)
     if mode is ProgressMode.AUTO:
-        return ProgressMode.LIVE if stderr_tty and not quiet and not json_out else ProgressMode.OFF
+        if quiet or json_out:
+            return ProgressMode.OFF
+        return ProgressMode.LIVE if stderr_tty else ProgressMode.PLAIN
     if mode is ProgressMode.LIVE and not stderr_tty:
         return ProgressMode.OFF
     return mode
@@ -139,6 +149,15 @@ def _latency_line(s: LiveSnapshot) -> Text:
     return line
 
 
+def plain_line(f: Figures) -> str:
+    """One line of text for a log: ``[0:35] issued 120/512  completed 118  failed 0  ...``."""
+    left = "" if f.remaining_s is None else f"  ~{_duration(f.remaining_s)} left"
+    errors = ", ".join(f"{k} {v}" for k, v in f.errors.items()) or "none"
+    return (f"[{_duration(f.elapsed_s)}] issued {f.issued}/{f.scheduled or '?'}  "
+            f"completed {f.completed}  failed {f.failed}  in flight {f.in_flight}  "
+            f"{f.output_tokens_per_s:,.0f} output tokens/s  errors: {errors}{left}")
+
+
 class ProgressView:
     """Live figures of one run; see the module docstring for how it is wired."""
 
@@ -152,6 +171,8 @@ class ProgressView:
         self._live: Live | None = None
         self._rates: deque[tuple[float, int]] = deque()
         self._last_jsonl = -JSONL_EVERY_S
+        self._last_plain = -PLAIN_EVERY_S
+        self._plain_written: Figures | None = None
         self.last: Figures | None = None
 
     @property
@@ -177,8 +198,17 @@ class ProgressView:
                 self._last_jsonl = elapsed
                 self.stream.write(json.dumps(figures.to_json(), separators=(",", ":")) + "\n")
                 self.stream.flush()
+        elif self.mode is ProgressMode.PLAIN:
+            if elapsed - self._last_plain >= PLAIN_EVERY_S:
+                self._last_plain = elapsed
+                self._write_plain(figures)
         elif self._live is not None:
             self._live.update(self.render(figures), refresh=True)
+
+    def _write_plain(self, f: Figures) -> None:
+        self._plain_written = f
+        self.stream.write(plain_line(f) + "\n")
+        self.stream.flush()
 
     # -- figures and rendering -----------------------------------------------------------
 
@@ -264,6 +294,9 @@ class ProgressView:
         if self._live is not None:
             self._live.stop()
             self._live = None
+        if self.mode is ProgressMode.PLAIN and self.last is not None \
+                and self.last is not self._plain_written:
+            self._write_plain(self.last)  # the final figures, once
 
 
 def progress_view(settings: TestSettings, dataset_size: int, *, quiet: bool = False,

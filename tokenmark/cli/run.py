@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -38,6 +39,7 @@ from tokenmark.assemble import (
     server_tokenizer,
 )
 from tokenmark.cli.app import app, bad_input, check_numbers, err, given_flags
+from tokenmark.cli.app import out as stdout
 from tokenmark.cli.progress import ProgressMode, progress_view
 from tokenmark.cli.trust import manifest_plan, run_watchers
 from tokenmark.clock import Clock
@@ -54,9 +56,11 @@ from tokenmark.correctness_api import audit_results, hf_sut_factory
 from tokenmark.engines.emulated import EmulatorSpec
 from tokenmark.errors import BadInputError, ConfigError
 from tokenmark.metrics.stats import Distribution
+from tokenmark.output.tables import write_csv
 from tokenmark.report import write_report
 from tokenmark.rules import Validity, Verdict
-from tokenmark.settings import Mode, Scenario, Seeds, effective
+from tokenmark.scenarios import build_schedule, length_note
+from tokenmark.settings import Mode, Scenario, Seeds, TestSettings, effective
 from tokenmark.sources.hf_tokenizer import load_hf_tokenizer
 from tokenmark.sut import SystemUnderTest
 
@@ -78,7 +82,8 @@ def run(
     profile: Annotated[str, typer.Option(
         help="'demo' (short run, labelled as not MLPerf-length) or 'mlperf'.")] = "",
     config: Annotated[Path | None, typer.Option(
-        "--config", "-c", help="TOML file with [run], [settings] and [dataset] tables.")] = None,
+        "--config", "-c", help="TOML file with [run], [settings], [dataset], [sut] and "
+        "[target] tables.")] = None,
     user_conf: Annotated[Path | None, typer.Option(
         help="An MLPerf user.conf (model.scenario.key = value).")] = None,
     qps: Annotated[float | None, typer.Option(
@@ -259,7 +264,9 @@ def run(
         rich_help_panel=TG)] = 0,
     ignore_eos: Annotated[bool, typer.Option(
         help="Send ignore_eos (generate the full output length).", rich_help_panel=TG)] = False,
-    temperature: Annotated[float | None, typer.Option(rich_help_panel=TG)] = None,
+    temperature: Annotated[float | None, typer.Option(
+        help="Sampling temperature of every request (default: not sent; the server's).",
+        rich_help_panel=TG)] = None,
     extra_body: Annotated[str, typer.Option(
         help="A JSON object merged into every request body.", rich_help_panel=TG)] = "",
     model_check: Annotated[bool, typer.Option(
@@ -311,8 +318,10 @@ def run(
     no_db: Annotated[bool, typer.Option(
         "--no-db", help="Do not store the run in the results database.")] = False,
     progress_mode: Annotated[ProgressMode, typer.Option(
-        "--progress", help="Live view: auto (on a terminal, unless -q/--json), live, "
-        "jsonl (a JSON line a second on stderr, for scripts) or off.")] = ProgressMode.AUTO,
+        "--progress", help="Progress: auto (the live view on a terminal, plain lines off "
+        "one; nothing with -q/--json), live, plain (a line of text every 5 s on stderr, "
+        "for CI logs), jsonl (a JSON line a second on stderr, for scripts) or off.")
+    ] = ProgressMode.AUTO,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the verdicts.")] = False,
     json_out: Annotated[bool, typer.Option(
         "--json", help="Print results.json to stdout instead of tables.")] = False,
@@ -541,6 +550,8 @@ def run(
             f"not an MLPerf-length run (outputs capped at {DEMO_MAX_OUTPUT_TOKENS} tokens). "
             "Results are unverified."
         )
+    if show:
+        _warn_length(layered.settings, len(workload.dataset))
     view = progress_view(layered.settings, len(workload.dataset), quiet=quiet,
                          json_out=json_out, mode=progress_mode, console=err)
     # From the run on, no Ctrl-C loses the results: the first stops the run, the results
@@ -590,12 +601,24 @@ def run(
         raise bad_input(e) from None
     _print_result(result, quiet=quiet, json_out=json_out)
     _write_report(result, quiet=quiet or json_out, guard=guard)
+    _write_csv(result)
     if not no_db:
         _store(result, db, quiet=quiet or json_out)
     if result.exit_code == EXIT_INTERRUPTED:
         err.print(f"interrupted (Ctrl-C): the run stopped early and is INVALID; what it "
                   f"measured is in {result.output_dir}", highlight=False, soft_wrap=True)
     raise typer.Exit(result.exit_code)
+
+
+def _warn_length(settings: TestSettings, dataset_size: int) -> None:
+    """Warn when LoadGen's rules make the run much longer than asked (issue 27)."""
+    try:
+        eff = effective(settings, dataset_size)
+        note = length_note(eff, build_schedule(eff, dataset_size))
+    except BadInputError:
+        return  # the run itself reports it
+    if note is not None:
+        err.print(f"[yellow]warning:[/] {note.message()}", soft_wrap=True, highlight=False)
 
 
 def _write_report(result: RunResult, *, quiet: bool, guard: InterruptGuard) -> None:
@@ -613,6 +636,15 @@ def _write_report(result: RunResult, *, quiet: bool, guard: InterruptGuard) -> N
         return
     if not quiet:
         err.print(f"report: {path}", highlight=False)
+
+
+def _write_csv(result: RunResult) -> None:
+    """Write records.csv and summary.csv beside results.json; a failure warns."""
+    try:
+        write_csv(result.output_dir)
+    except (OSError, ValueError) as e:
+        err.print(f"[yellow]warning:[/] no records.csv/summary.csv: {escape(str(e))}",
+                  soft_wrap=True)
 
 
 def _headers(lines: list[str]) -> tuple[tuple[str, str], ...]:
@@ -662,7 +694,7 @@ def _sut_label(result: RunResult) -> str:
 
 
 def _print_result(result: RunResult, *, quiet: bool, json_out: bool) -> None:
-    out = Console()
+    out = stdout()
     if json_out:
         out.print_json(json.dumps(result.document))
         return
@@ -723,7 +755,7 @@ def presets(
 
     Example: tokenmark presets v6.0
     """
-    out = Console()
+    out = stdout()
     try:
         if round_ is None:
             for name in rounds():

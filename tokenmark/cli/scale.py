@@ -19,10 +19,12 @@ from tokenmark.adapters.inprocess import LatencyModel
 from tokenmark.adapters.openai_target import OpenAIConfig
 from tokenmark.api import EXIT_INVALID, EXIT_VALID, SutSpec, make_sut
 from tokenmark.assemble import WorkloadSpec, build_workload, http_sut_factory
-from tokenmark.cli.app import app, bad_input, check_numbers, err, given_flags
+from tokenmark.cli.app import app, bad_input, check_numbers, err, given_flags, out
+from tokenmark.cli.run import _headers
 from tokenmark.clock import Clock
 from tokenmark.config.layering import FlagsOverFile, LayeredSettings, build_settings, read_toml
 from tokenmark.dataset import Dataset
+from tokenmark.engines.emulated import EmulatorSpec
 from tokenmark.errors import BadInputError, ConfigError
 from tokenmark.scale.replicas import replicated
 from tokenmark.scale.sweep import parse_points
@@ -74,6 +76,32 @@ Virtual = Annotated[bool, typer.Option(help="Virtual clock (in-process systems o
 Output = Annotated[Path | None, typer.Option(
     "--output", "-o", help="Parent folder of the runs (default results/<time>-<command>).")]
 JsonOut = Annotated[bool, typer.Option("--json", help="Print index.json to stdout.")]
+# sweep: the target options of 'run' (its default target, the emulated server, included)
+SweepSut = Annotated[str, typer.Option(
+    help="emulated (the default: the emulated server, as 'run'), latency-model (the "
+    "default when a --sut-*-ms/--sut-max-batch/--sut-batch-slope option is given) or "
+    "null; with no --url.", rich_help_panel=ST)]
+SweepTtft = Annotated[float | None, typer.Option(
+    "--sut-ttft-ms", help="latency-model: TTFT in ms (default 50).", rich_help_panel=ST)]
+SweepTpot = Annotated[float | None, typer.Option(
+    "--sut-tpot-ms", help="latency-model: TPOT in ms (default 10).", rich_help_panel=ST)]
+SweepBatch = Annotated[int | None, typer.Option(
+    "--sut-max-batch", help="latency-model: requests served at once (default: all).",
+    rich_help_panel=ST)]
+SweepSlope = Annotated[float | None, typer.Option(
+    "--sut-batch-slope", help="latency-model: TPOT growth per request (default 0).",
+    rich_help_panel=ST)]
+SweepAccel = Annotated[str, typer.Option(
+    help="emulated: the accelerator (default H200).", rich_help_panel=ST)]
+MaxTokens = Annotated[int, typer.Option(
+    help="max_tokens of every request (0: each sample's output length).",
+    rich_help_panel=ST)]
+IgnoreEos = Annotated[bool, typer.Option(
+    help="Send ignore_eos (generate the full output length).", rich_help_panel=ST)]
+Header = Annotated[list[str] | None, typer.Option(
+    help="An extra header 'Name: value' (repeatable).", rich_help_panel=ST)]
+ApiKeyEnv = Annotated[str, typer.Option(
+    help="Environment variable holding the API key (never logged).", rich_help_panel=ST)]
 
 
 @dataclass
@@ -120,18 +148,34 @@ def _setup(o: dict[str, Any], *, default_scenario: str = "Server") -> _Setup:
     routing = tg("routing", o["routing"])
     api, model = tg("api", o["api"]), tg("model", o["model"])
     if urls:
+        target = {"max_tokens": o.get("max_tokens", 0), "ignore_eos": o.get("ignore_eos", False),
+                  "headers": _headers(o.get("header") or []),
+                  "api_key_env": tg("api_key_env", o.get("api_key_env", "OPENAI_API_KEY"))}
+
         def http(n: int) -> SutSpec | SutFactory:
             if n > len(urls):
                 raise ConfigError(f"{n} replicas need {n} --url endpoints (got {len(urls)})")
-            cfg = OpenAIConfig(urls=urls[:n], api=api, model=model, routing=routing)
+            cfg = OpenAIConfig(urls=urls[:n], api=api, model=model, routing=routing,
+                               **target)
             return http_sut_factory(cfg, workers=o["workers"])
         return _Setup(layered, workload.dataset, http)
-    lm = LatencyModel(ttft_ns=int(su("sut_ttft_ms", o["sut_ttft_ms"], "ttft_ms") * 1e6),
-                      tpot_ns=int(su("sut_tpot_ms", o["sut_tpot_ms"], "tpot_ms") * 1e6),
-                      max_batch=int(su("sut_max_batch", o["sut_max_batch"], "max_batch")),
-                      batch_slope=float(su("sut_batch_slope", o["sut_batch_slope"],
-                                           "batch_slope")))
-    base = SutSpec(kind=su("sut", o["sut"], "kind"), model=lm)
+    latency = {k: o[f"sut_{k}"] for k in ("ttft_ms", "tpot_ms", "max_batch", "batch_slope")}
+    # as 'run': the emulated server unless a latency-model option is given (sweep; the
+    # other commands default to the latency model)
+    kind = su("sut", o["sut"], "kind") or (
+        "latency-model" if any(v is not None for v in latency.values()) else "emulated")
+
+    def lat(key: str, default: float) -> float:
+        v = su(f"sut_{key}", latency[key], key)  # a flag given beats the file, even 0
+        return default if v is None else float(v)
+
+    lm = LatencyModel(ttft_ns=int(lat("ttft_ms", 50.0) * 1e6),
+                      tpot_ns=int(lat("tpot_ms", 10.0) * 1e6),
+                      max_batch=int(lat("max_batch", 0)),
+                      batch_slope=lat("batch_slope", 0.0))
+    base = SutSpec(kind=kind, model=lm, emulator=EmulatorSpec(
+        accelerator=su("accelerator", o.get("accelerator")) or "H200",
+        model=layered.preset.name))
 
     def local(n: int) -> SutSpec | SutFactory:
         if n == 1:
@@ -222,7 +266,13 @@ def sweep(
     benchmark: Benchmark = "", scenario: ScenarioOpt = "", round_: RoundOpt = "",
     profile: Profile = "", config: ConfigOpt = None,
     rates: Annotated[str, typer.Option(
-        help="Rates (queries/s): a list 1,2,4 or LO:HI:STEPS (geometric).")] = "",
+        help="Rates (queries/s): a list 1,2,4, LO:HI:STEPS (geometric), or 'auto' (the "
+        "default without --concurrency): a synchronous run, a throughput run, then "
+        "--points rates evenly between their requests/s, as GuideLLM's sweep.")] = "",
+    points: Annotated[int, typer.Option(
+        help="--rates auto: rates between the synchronous and the throughput run.")] = 8,
+    throughput_concurrency: Annotated[int, typer.Option(
+        help="--rates auto: streams of the throughput run (a closed loop).")] = 64,
     concurrency: Annotated[str, typer.Option(
         help="Concurrencies of a closed loop: a list 1,2,4 or LO:HI:STEPS.")] = "",
     pareto_latency: Annotated[str, typer.Option(
@@ -232,20 +282,29 @@ def sweep(
     ttft_ms: TtftMs = None, tpot_ms: TpotMs = None, e2e_ms: E2eMs = None,
     percentile: Pct = None, send_lag_limit_ms: SendLag = None, dataset_size: DsSize = None,
     input_len: InLen = None, output_len: OutLen = None, dataset: DsFile = None,
-    tokenizer: TokOpt = "builtin", sut: SutOpt = "latency-model", sut_ttft_ms: SutTtft = 50.0,
-    sut_tpot_ms: SutTpot = 10.0, sut_max_batch: SutBatch = 0, sut_batch_slope: SutSlope = 0.0,
+    tokenizer: TokOpt = "builtin", sut: SweepSut = "", sut_ttft_ms: SweepTtft = None,
+    sut_tpot_ms: SweepTpot = None, sut_max_batch: SweepBatch = None,
+    sut_batch_slope: SweepSlope = None, accelerator: SweepAccel = "",
     url: Urls = None, api: ApiOpt = "completions", model: ModelOpt = "",
+    max_tokens: MaxTokens = 0, ignore_eos: IgnoreEos = False, header: Header = None,
+    api_key_env: ApiKeyEnv = "OPENAI_API_KEY",
     routing: Routing = "round-robin", workers: Workers = 0, virtual_time: Virtual = False,
     output: Output = None, json_out: JsonOut = False,
 ) -> None:
     """Run one full benchmark per rate or concurrency: throughput against latency and
-    goodput per point, and the Pareto front.
+    goodput per point, and the Pareto front. Without --rates or --concurrency the range
+    is automatic (--rates auto).
 
     Example: tokenmark sweep -s poisson --rates 2:16:4 --ttft-ms 500 --sut-max-batch 8
     """
     opts = dict(locals())
     opts["round"] = round_
     try:
+        auto = points if rates.strip().lower() == "auto" or not (rates or concurrency) else 0
+        if auto and concurrency:
+            raise ConfigError("--rates auto chooses its own points; drop --concurrency")
+        if auto:
+            rates = ""
         rate_pts = parse_points(rates, "--rates") if rates else ()
         conc_pts = tuple(int(c) for c in parse_points(concurrency, "--concurrency")) \
             if concurrency else ()
@@ -258,22 +317,29 @@ def sweep(
         parent = _out(output, "sweep", st.layered)
         res = scale_api.sweep(st.layered, st.dataset, st.sut_for(1), parent, rates=rate_pts,
                               concurrencies=conc_pts, pareto_latency=pareto_latency,
-                              virtual_time=virtual_time)
+                              virtual_time=virtual_time, auto=auto,
+                              throughput_concurrency=throughput_concurrency,
+                              on_point=None if json_out else _show_point)
     except (BadInputError, ValueError) as e:
         raise bad_input(e if isinstance(e, BadInputError) else ConfigError(str(e))) from None
     _print_index(parent, json_out)
     if not json_out:
         t = Table(title=f"Sweep ({parent}, unverified)", title_justify="left")
-        for col in ("point", "value", "verdict", "req/s", "out tok/s", "TTFT p99 ms",
+        for col in ("point", "kind", "value", "verdict", "req/s", "out tok/s", "TTFT p99 ms",
                     "TPOT p99 ms", "E2E p99 ms", "goodput", "Pareto"):
-            t.add_column(col, justify="left" if col in ("verdict",) else "right")
+            t.add_column(col, justify="left" if col in ("verdict", "kind") else "right")
         for r in res.rows:
-            t.add_row(str(r["point"]), f"{r['value']:g}", r["tokenmark_verdict"],
+            t.add_row(str(r["point"]), r["kind"], f"{r['value']:.4g}", r["tokenmark_verdict"],
                       f"{r['requests_per_s']:.3g}", f"{r['output_tokens_per_s']:,.0f}",
                       _fmt(r["ttft_p99_ms"]), _fmt(r["tpot_p99_ms"]), _fmt(r["e2e_p99_ms"]),
                       "-" if r["goodput_fraction"] is None else f"{r['goodput_fraction']:.1%}",
                       "*" if r["pareto"] else "")
-        Console().print(t)
+        out().print(t)
+
+
+def _show_point(r: dict[str, Any]) -> None:
+    err.print(f"  point {r['point']:2d}: {r['kind']:11s} {r['value']:10.4g}  "
+              f"{r['tokenmark_verdict']:8s} {r['requests_per_s']:.3g} req/s", highlight=False)
 
 
 def _fmt(v: float | None) -> str:
@@ -335,6 +401,6 @@ def scaling_run(
             t.add_row(str(p.replicas), f"{sum(p.peak_rates) / len(p.peak_rates):.4g}",
                       f"{p.throughput:,.0f}", f"{p.per_replica:,.0f}", f"{p.efficiency:.1%}",
                       f"[{p.efficiency_low:.1%}, {hi}]")
-        Console().print(t)
+        out().print(t)
         Console().print(json.dumps({"interval": [p.sources for p in res.points]}),
                         highlight=False)

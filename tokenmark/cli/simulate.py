@@ -24,9 +24,10 @@ def simulate_cmd(
     accelerator: Annotated[str, typer.Option(
         "--accelerator", "-a", help="Accelerator from accelerators.csv (H200, B200, GB300, "
         "MI355X, ...).")] = "H200",
-    benchmark: Annotated[str, typer.Option("--benchmark", "-b")] = "llama3.1-8b",
-    scenario: Annotated[str, typer.Option("--scenario", "-s")] = "",
-    round_: Annotated[str, typer.Option("--round", "-r")] = "v6.0",
+    benchmark: Annotated[str, typer.Option("--benchmark", "-b", help="Benchmark.")] = "llama3.1-8b",
+    scenario: Annotated[str, typer.Option(
+        "--scenario", "-s", help="Scenario (default: the benchmark's first).")] = "",
+    round_: Annotated[str, typer.Option("--round", "-r", help="MLPerf round preset.")] = "v6.0",
     nodes: Annotated[int, typer.Option(help="Nodes.")] = 1,
     per_node: Annotated[int, typer.Option(help="Accelerators per node.")] = 8,
     scale_up: Annotated[int, typer.Option(
@@ -52,13 +53,15 @@ def simulate_cmd(
     mbu: Annotated[float | None, typer.Option(help="Override the calibrated MBU.")] = None,
     qps: Annotated[float | None, typer.Option(help="Target or expected queries/s.")] = None,
     min_duration: Annotated[float | None, typer.Option(help="Seconds.")] = None,
-    min_queries: Annotated[int | None, typer.Option()] = None,
-    concurrency: Annotated[int | None, typer.Option()] = None,
-    profile: Annotated[str, typer.Option()] = "",
+    min_queries: Annotated[int | None, typer.Option(help="Minimum query count.")] = None,
+    concurrency: Annotated[int | None, typer.Option(
+        help="Streams of a closed-loop run.")] = None,
+    profile: Annotated[str, typer.Option(help="'demo' or 'mlperf'.")] = "",
     scaling_sizes: Annotated[str | None, typer.Option(
         "--scaling", help="Comma-separated accelerator counts: predicted throughput and "
         "scaling efficiency at each.")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o")] = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Results folder (default: results/<time>-simulate-...).")] = None,
     no_records: Annotated[bool, typer.Option(help="Skip records.jsonl.")] = False,
 ) -> None:
     """Simulate a benchmark on a cluster you need not own, in virtual time.

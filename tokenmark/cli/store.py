@@ -6,6 +6,7 @@ nothing of the run path."""
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +16,7 @@ from rich.table import Table as RichTable
 from tokenmark import results_api
 from tokenmark.cli.app import app, bad_input, check_numbers, err, out
 from tokenmark.errors import EXIT_BAD_INPUT, AnalysisError, BadInputError
+from tokenmark.resultrows import ResultRow
 from tokenmark.results_tables import (
     Table,
     accelerator_comparison_tables,
@@ -128,15 +130,22 @@ def db_status(db: DbOpt = None) -> None:
 def results(
     db: DbOpt = None,
     benchmark: Annotated[str | None, typer.Option(help="Benchmark or LoadGen alias.")] = None,
-    scenario: Annotated[str | None, typer.Option()] = None,
-    round_: Annotated[str | None, typer.Option("--round")] = None,
-    division: Annotated[str | None, typer.Option()] = None,
-    submitter: Annotated[str | None, typer.Option()] = None,
+    scenario: Annotated[str | None, typer.Option(
+        help="Scenario: Offline, Server, Interactive, SingleStream or MultiStream.")] = None,
+    round_: Annotated[str | None, typer.Option("--round", help="A round, e.g. v6.0.")] = None,
+    division: Annotated[str | None, typer.Option(help="closed, open or network.")] = None,
+    submitter: Annotated[str | None, typer.Option(help="Submitter (e.g. NVIDIA, AMD).")] = None,
     system: Annotated[str | None, typer.Option(help="System id.")] = None,
     label: Annotated[str | None, typer.Option(help="official or unverified.")] = None,
     published: Annotated[bool, typer.Option(
         "--published", help="Also list the published results that ship with tokenmark."
     )] = False,
+    json_out: Annotated[bool, typer.Option(
+        "--json", help="Print the rows as a JSON array (every field) instead of a table.")
+    ] = False,
+    csv_out: Annotated[bool, typer.Option(
+        "--csv", help="Print the rows as CSV (every field, a header line) instead of a "
+        "table.")] = False,
 ) -> None:
     """List stored results matching the filters.
 
@@ -149,13 +158,34 @@ def results(
                                         published=published)
     except BadInputError as e:
         raise bad_input(e) from None
+    if json_out and csv_out:
+        raise bad_input(BadInputError("give --json or --csv, not both"))
+    if json_out or csv_out:
+        _print_rows(rows, csv_out=csv_out)
+        return
     _print([rows_table(rows)])
+
+
+def _print_rows(rows: list[ResultRow], *, csv_out: bool) -> None:
+    """Rows as JSON or CSV on stdout: every field of :class:`ResultRow`, by name."""
+    import dataclasses
+    import json
+    import sys
+
+    dicts = [{k: v.value if isinstance(v, Enum) else v
+              for k, v in dataclasses.asdict(r).items()} for r in rows]
+    if csv_out:
+        from tokenmark.output.tables import write_table
+
+        write_table(sys.stdout, [f.name for f in dataclasses.fields(ResultRow)], dicts)
+    else:
+        sys.stdout.write(json.dumps(dicts, indent=1) + "\n")
 
 
 @app.command()
 def leaderboard(
-    benchmark: Annotated[str, typer.Argument()],
-    scenario: Annotated[str, typer.Argument()],
+    benchmark: Annotated[str, typer.Argument(help="Benchmark or LoadGen alias.")],
+    scenario: Annotated[str, typer.Argument(help="Scenario, e.g. Server.")],
     db: DbOpt = None,
     division: Annotated[str, typer.Option(help="closed, open, network or any.")] = "closed",
     availability: Annotated[str, typer.Option(
@@ -183,13 +213,15 @@ def leaderboard(
 
 @app.command()
 def reproducibility(
-    benchmark: Annotated[str | None, typer.Argument()] = None,
-    scenario: Annotated[str | None, typer.Argument()] = None,
+    benchmark: Annotated[str | None, typer.Argument(
+        help="A benchmark (default: every benchmark).")] = None,
+    scenario: Annotated[str | None, typer.Argument(
+        help="A scenario (default: every scenario).")] = None,
     db: DbOpt = None,
     accelerator: Annotated[str | None, typer.Option(help="Accelerator model text.")] = None,
     accelerators: Annotated[int | None, typer.Option(help="Accelerators used.")] = None,
-    division: Annotated[str, typer.Option()] = "closed",
-    round_: Annotated[str | None, typer.Option("--round")] = None,
+    division: Annotated[str, typer.Option(help="closed, open, network or any.")] = "closed",
+    round_: Annotated[str | None, typer.Option("--round", help="A round, e.g. v6.0.")] = None,
     tolerance: Annotated[float, typer.Option(help="Spread judged acceptable.")] = 0.04,
     vendor: Annotated[str | None, typer.Option(
         help="Accelerator vendor (amd, nvidia, intel, ...).")] = None,
@@ -222,8 +254,9 @@ def compare(
     b: Annotated[str, typer.Argument(help="[ROUND/][SUBMITTER/]SYSTEM_ID, or an "
                                      "accelerator with --accelerators")],
     db: DbOpt = None,
-    benchmark: Annotated[str | None, typer.Option()] = None,
-    scenario: Annotated[str | None, typer.Option()] = None,
+    benchmark: Annotated[str | None, typer.Option(help="Benchmark or LoadGen alias.")] = None,
+    scenario: Annotated[str | None, typer.Option(
+        help="Scenario: Offline, Server, Interactive, SingleStream or MultiStream.")] = None,
     normalise: Annotated[bool, typer.Option(
         help="Compare per-accelerator figures when the counts differ.")] = False,
     accelerators: Annotated[bool, typer.Option(
@@ -266,7 +299,7 @@ def compare(
 
 @app.command()
 def scaling(
-    benchmark: Annotated[str, typer.Argument()],
+    benchmark: Annotated[str, typer.Argument(help="Benchmark or LoadGen alias.")],
     accelerator: Annotated[str, typer.Option(help="Accelerator model text.")],
     scenario: Annotated[str | None, typer.Argument(
         help="A scenario (default: every scenario with results at two or more counts).")
@@ -274,8 +307,8 @@ def scaling(
     db: DbOpt = None,
     submitter: Annotated[str | None, typer.Option(
         help="One submitter's results (needed when several have some), or any.")] = None,
-    round_: Annotated[str | None, typer.Option("--round")] = None,
-    division: Annotated[str, typer.Option()] = "closed",
+    round_: Annotated[str | None, typer.Option("--round", help="A round, e.g. v6.0.")] = None,
+    division: Annotated[str, typer.Option(help="closed, open, network or any.")] = "closed",
     base: Annotated[int | None, typer.Option(help="Base accelerator count.")] = None,
     availability: Annotated[str | None, typer.Option(
         help="available, preview, rdi (needed when the family has several), or any."
@@ -309,10 +342,10 @@ def software_gains(
     scenario: Annotated[str | None, typer.Argument(
         help="A scenario (default: every scenario).")] = None,
     db: DbOpt = None,
-    accelerator: Annotated[str | None, typer.Option()] = None,
-    accelerators: Annotated[int | None, typer.Option()] = None,
-    submitter: Annotated[str | None, typer.Option()] = None,
-    division: Annotated[str, typer.Option()] = "closed",
+    accelerator: Annotated[str | None, typer.Option(help="Accelerator model text.")] = None,
+    accelerators: Annotated[int | None, typer.Option(help="Accelerators used.")] = None,
+    submitter: Annotated[str | None, typer.Option(help="Submitter (e.g. NVIDIA, AMD).")] = None,
+    division: Annotated[str, typer.Option(help="closed, open, network or any.")] = "closed",
     published: PublishedOpt = True,
 ) -> None:
     """The same hardware across rounds: gains from software alone.
@@ -336,9 +369,10 @@ def top(
         help="Accelerator vendor: amd, nvidia, intel, ...")] = None,
     accelerator: Annotated[str | None, typer.Option(
         help="Accelerator model text or family (e.g. MI355X, MI350-series).")] = None,
-    submitter: Annotated[str | None, typer.Option()] = None,
-    benchmark: Annotated[str | None, typer.Option()] = None,
-    scenario: Annotated[str | None, typer.Option()] = None,
+    submitter: Annotated[str | None, typer.Option(help="Submitter (e.g. NVIDIA, AMD).")] = None,
+    benchmark: Annotated[str | None, typer.Option(help="Benchmark or LoadGen alias.")] = None,
+    scenario: Annotated[str | None, typer.Option(
+        help="Scenario: Offline, Server, Interactive, SingleStream or MultiStream.")] = None,
     round_: Annotated[str | None, typer.Option(
         "--round", help="A round or 'all' (default: the newest with a match).")] = None,
     division: Annotated[str, typer.Option(help="closed, open, network or any.")] = "closed",
