@@ -39,8 +39,8 @@ def test_simulated_run_writes_a_results_folder(tmp_path: Path):
     assert n == res.summary.completed > 9000
     sim = doc["simulation"]
     assert sim["deployment"]["parallelism"] == {
-        "tp": 1, "pp": 1, "ep": 1, "replicas": 8, "accelerators_per_replica": 1,
-        "tp_spans_scale_up_domains": False}
+        "tp": 1, "dp": 1, "pp": 1, "ep": 1, "replicas": 8, "accelerators_per_replica": 1,
+        "tp_spans_scale_up_domains": False, "replica_spans_scale_up_domains": False}
     assert sim["explanation"]["binding_limit"] == "arrival rate"
     assert set(sim["explanation"]["step_time_split"]) == {
         "prefill_compute", "decode_compute", "weights_memory", "kv_memory",
@@ -76,8 +76,9 @@ def test_offline_follows_loadgen_padding_and_formula():
     (ClusterSpec("H100", "llama3.1-405b", nodes=1, per_node=2, precision="fp8"),
      r"needs 405 GB of weights; 2 x H100 give 144 GB usable"),
     (ClusterSpec("H200", "llama2-70b-99", nodes=1, per_node=8, tp=3),
-     r"tp 3 x pp 1 = 3 accelerators per replica does not divide the 8 accelerators"),
-    (ClusterSpec("H100", "llama3.1-8b", precision="fp4"), "H100 has no dense fp4"),
+     r"tp 3 x dp 1 x pp 1 = 3 accelerators per replica does not divide the 8 accelerators"),
+    (ClusterSpec("VR200", "llama3.1-8b", precision="bf16"),
+     "VR200 computes no format as wide as bf16"),
     (ClusterSpec("H200", "llama3.1-8b", nodes=0), "at least one node"),
 ])
 def test_bad_input_names_the_numbers(spec, message):
@@ -102,7 +103,7 @@ def test_planner_follows_the_documented_rules():
 def test_scaling_reports_efficiency_against_the_smallest_size():
     layered = build_settings("v6.0", "llama3.1-8b", Scenario.OFFLINE)
     spec = ClusterSpec("H200", "llama3.1-8b", per_node=8, efficiency=EFF)
-    pts = scaling(layered, spec, [8, 16], requests_per_replica=300)
+    pts = scaling(layered, spec, [8, 16], requests=300)
     assert [p.accelerators for p in pts] == [8, 16]
     assert pts[0].efficiency == 1.0 and pts[1].replicas == 16
     # identical, independent replicas: throughput scales with their count
@@ -110,8 +111,8 @@ def test_scaling_reports_efficiency_against_the_smallest_size():
     # a 16-way tensor-parallel replica: inside an NVL72 rack vs across two HGX nodes
     l405 = build_settings("v6.0", "llama3.1-405b", Scenario.OFFLINE)
     nvl = scaling(l405, ClusterSpec("GB200", "llama3.1-405b", per_node=4, tp=16,
-                                    efficiency=EFF), [16], requests_per_replica=100)[0]
+                                    efficiency=EFF), [16], requests=100)[0]
     hgx = scaling(l405, ClusterSpec("B200", "llama3.1-405b", per_node=8, tp=16,
-                                    efficiency=EFF), [16], requests_per_replica=100)[0]
+                                    efficiency=EFF), [16], requests=100)[0]
     assert nvl.note == "" and hgx.note == "replica spans scale-up domains"
     assert hgx.communication_share > nvl.communication_share

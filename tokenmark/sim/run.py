@@ -29,7 +29,7 @@ from tokenmark.scenarios import Schedule, ScheduleKind, build_schedule
 from tokenmark.settings import EffectiveSettings
 from tokenmark.sim.cluster import Cluster
 from tokenmark.sim.driver import SimResult, simulate
-from tokenmark.sim.explain import explain, itl_column
+from tokenmark.sim.explain import explain, itl_column, with_verdict
 
 __all__ = ["SimulatedRun", "dataset_lengths", "run_data", "run_simulation"]
 
@@ -114,4 +114,6 @@ def run_simulation(eff: EffectiveSettings, dataset: Dataset, cluster: Cluster) -
     verdicts = evaluate(summary, eff, client)
     why = explain(cluster.engines, result.first, result.scheduled, result.issued,
                   result.admitted, (result.done >= 0) & ~result.rejected)
+    why = with_verdict(why, [(f.rule, f.observed, f.required)
+                             for f in verdicts.mlperf.failed])
     return SimulatedRun(eff, schedule, result, summary, verdicts, why, order)
