@@ -19,12 +19,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from tokenmark import __version__
-from tokenmark.adapters.emulated_sut import EmulatedSUT, emulated_describe
+from tokenmark.adapters.emulated_sut import EmulatedSUT, EmulatorIdsHandle, emulated_describe
 from tokenmark.adapters.inprocess import LatencyModel, LatencyModelSUT, NullSUT
 from tokenmark.adapters.openai_http import OpenAIHttpSUT
 from tokenmark.adapters.openai_target import OpenAIConfig
 from tokenmark.clock import Clock, FakeClock, MonotonicClock, run_virtual, wall_anchor
-from tokenmark.config.layering import LayeredSettings
+from tokenmark.config.layering import DEMO_MAX_OUTPUT_TOKENS, LayeredSettings
 from tokenmark.dataset import Dataset, LengthDistribution, SyntheticDataset, describe_dataset
 from tokenmark.engines.emulated import EmulatorSpec
 from tokenmark.errors import ConfigError, TargetError
@@ -48,7 +48,12 @@ from tokenmark.output.results import (
 from tokenmark.records import Query, RequestRecord
 from tokenmark.rules import ClientStats, Finding, Verdicts, evaluate, with_findings
 from tokenmark.scenarios import Schedule, build_schedule, timed_trace
-from tokenmark.servers.emulated import EmulatedConfig, EmulatedServer, spec_arguments
+from tokenmark.servers.emulated import (
+    REFERENCE_FIELD,
+    EmulatedConfig,
+    EmulatedServer,
+    spec_arguments,
+)
 from tokenmark.servers.process import ServerProcess
 from tokenmark.settings import EffectiveSettings, Scenario, effective
 from tokenmark.sut import ResponseHandle, SystemUnderTest
@@ -110,7 +115,9 @@ def make_sut(spec: SutSpec, clock: Clock) -> SystemUnderTest:
         return NullSUT()
     if spec.kind == "emulated":
         if isinstance(clock, FakeClock):
-            return EmulatedSUT(clock, spec.emulator)
+            srv = spec.emulator_server
+            return EmulatedSUT(clock, spec.emulator, stop_lengths=srv.stop_lengths,
+                               output_seed=srv.output_seed)
         return EmulatedTarget(clock, spec)
     raise ConfigError(f"unknown system under test {spec.kind!r}; choose emulated, "
                       "latency-model or null")
@@ -119,7 +126,13 @@ def make_sut(spec: SutSpec, clock: Clock) -> SystemUnderTest:
 class EmulatedTarget:
     """The emulated server on a free loopback port and the HTTP client against it: the
     main job's default target. ``start`` starts the server (its own process, or this
-    one's event loop) and the client; ``stop`` stops both."""
+    one's event loop) and the client; ``stop`` stops both.
+
+    A sample with a reference output length (``expected_output_tokens``) is sent with
+    :data:`~tokenmark.servers.emulated.REFERENCE_FIELD`, so the emulated model stops
+    there (tokenmark's own field, sent to its own emulator only). When the client keeps
+    the output text (accuracy runs, audits), each answer's text becomes its token ids
+    (:class:`~tokenmark.adapters.emulated_sut.EmulatorIdsHandle`)."""
 
     def __init__(self, clock: Clock, spec: SutSpec) -> None:
         self.spec = spec
@@ -176,8 +189,17 @@ class EmulatedTarget:
         await self.client.start()
 
     def issue(self, query: Query, handle: ResponseHandle) -> None:
-        assert self.client is not None
-        self.client.issue(query, handle)
+        client = self.client
+        assert client is not None
+        if client.config.keep_text:
+            handle = EmulatorIdsHandle(handle)
+        ref = query.sample.expected_output_tokens
+        if ref < 0:
+            client.issue(query, handle)
+            return
+        body = client.body(query.sample)
+        client.send(0, query.seq, b'%s,"%s":%d}' % (body[:-1], REFERENCE_FIELD.encode(), ref),
+                    handle)
 
     async def flush(self) -> None:
         if self.client is not None:
@@ -489,8 +511,9 @@ def _document(
     r = eff.requested
     note = ""
     if r.profile == "demo":
-        note = ("demo profile: a short run (min duration and dataset cut down), judged by "
-                "LoadGen's rules but not an MLPerf-length run")
+        note = ("demo profile: a short run (min duration and dataset cut down, outputs "
+                f"capped at {DEMO_MAX_OUTPUT_TOKENS} tokens), judged by LoadGen's rules but "
+                "not an MLPerf-length run")
     return {
         "schema": SCHEMA,
         "tokenmark_version": __version__,

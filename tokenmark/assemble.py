@@ -21,9 +21,10 @@ from tokenmark.adapters.openai_http import OpenAIHttpSUT
 from tokenmark.adapters.openai_target import OpenAIConfig, check_target
 from tokenmark.adapters.workers import WorkerPoolSUT
 from tokenmark.clock import Clock
-from tokenmark.config.layering import LayeredSettings
+from tokenmark.config.layering import DEMO_MAX_OUTPUT_TOKENS, LayeredSettings
 from tokenmark.dataset import Dataset, LengthDistribution, SyntheticDataset
 from tokenmark.errors import ConfigError, DatasetError
+from tokenmark.perfmodel.outputs import output_model
 from tokenmark.sources.hf_tokenizer import load_hf_tokenizer
 from tokenmark.sources.image_files import FolderImages
 from tokenmark.sources.mlperf import load_mlperf
@@ -105,6 +106,8 @@ def build_workload(spec: WorkloadSpec, layered: LayeredSettings) -> Workload:
     preset = layered.preset
     s = layered.settings
     max_out = preset.max_output_tokens or 128
+    if s.profile == "demo":
+        max_out = min(max_out, DEMO_MAX_OUTPUT_TOKENS)
     tok = _tokenizer(spec)
     outl = LengthDistribution.parse(spec.output_lengths) if spec.output_lengths else None
     if spec.trace is not None:
@@ -141,7 +144,10 @@ def build_workload(spec: WorkloadSpec, layered: LayeredSettings) -> Workload:
         return Workload(_with_images(ds, spec))
     n = spec.size or s.total_sample_count or s.performance_sample_count or preset.dataset_size
     inp = LengthDistribution.parse(spec.input_lengths or "normal:800:200")
-    out = outl or LengthDistribution.parse(f"uniform:{max(2, max_out // 2)}:{max_out}")
+    # a benchmark with published output lengths (reasoning models: outputs.csv) draws
+    # from them, capped at its maximum; the others from half the maximum to the maximum
+    out = outl or output_model(preset.name).total or LengthDistribution.parse(
+        f"uniform:{max(2, max_out // 2)}:{max_out}")
     vocab_tok = tok if hasattr(tok, "word_ids") else None
     if vocab_tok is None:
         raise ConfigError(f"the tokenizer {spec.tokenizer} has no usable vocabulary for "
@@ -183,3 +189,14 @@ def http_sut_factory(config: OpenAIConfig, *, workers: int = 0
         return OpenAIHttpSUT(clock, checked)
 
     return make
+
+
+def default_api(api: str, spec: WorkloadSpec, benchmark: str) -> str:
+    """The API to send with: the one given, else chat when requests carry images (only
+    chat messages can) or the benchmark's model reasons (only chat separates reasoning
+    from the answer), else completions."""
+    if api:
+        return api
+    if spec.images_per_request or output_model(benchmark).reasons:
+        return "chat"
+    return "completions"

@@ -46,8 +46,11 @@ class Log:
     def on_first(self, t_ns: int) -> None:
         self.first = t_ns
 
-    def on_token(self, t_ns: int) -> None:
-        self.tokens.append(t_ns)
+    def on_tokens(self, n: int, t_ns: int) -> None:
+        if self.first < 0:  # a streaming emulator reports the first token here too
+            self.first = t_ns
+            n -= 1
+        self.tokens.extend([t_ns] * n)
 
     def on_done(self, t_ns: int, later: array[int] | None) -> None:
         self.done = t_ns

@@ -3,10 +3,16 @@
 :class:`EmulatedSUT` serves queries with the same :class:`~tokenmark.engines.emulated.
 Emulator` the HTTP server runs, on the run's clock: it is how ``tokenmark run
 --virtual-time`` (which cannot cross real sockets) runs against the emulated server's
-model. Each query asks for its sample's ``input_tokens`` and ``output_tokens``; the first
-token is reported when its step ends and the later ones, each with its own step's end
-time, when the request finishes (exact times, far fewer callbacks than streaming), or,
-with ``stream``, every token as its step ends.
+model. Each query asks for its sample's ``input_tokens`` (plus its images' tokens, by
+the model's rule: :mod:`tokenmark.perfmodel.vision`) and ``output_tokens``, planned as
+the HTTP server plans them (:mod:`tokenmark.perfmodel.outputs`: exact, or stopping at
+the sample's reference length or at a draw from ``stop_lengths``; a reasoning model's
+reasoning first, reported through the handle's ``reasoning``). The first token is
+reported when its step ends and the later ones, each with its own step's end time, when
+the request finishes (exact times, far fewer callbacks than streaming), or, with
+``stream``, as their steps end. The output's token ids (the emulated model's words,
+:data:`~tokenmark.engines.emulated.OUTPUT_WORDS`) go with the completion, and the first
+one with the first token, for accuracy logs.
 
 Given a :class:`~tokenmark.perfmodel.Deployment` whole (any efficiency and serving
 policy) rather than named by an :class:`~tokenmark.engines.emulated.EmulatorSpec`, on a
@@ -18,14 +24,19 @@ the simulator and the emulated server share one performance model and one steppi
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
 
 from tokenmark.clock import Clock
-from tokenmark.engines.emulated import Emulator, EmulatorSpec
+from tokenmark.engines.emulated import Emulator, EmulatorSpec, OutputIds
+from tokenmark.errors import BadInputError
 from tokenmark.perfmodel import Deployment
-from tokenmark.records import ErrorClass, Query, TokenSource
+from tokenmark.perfmodel.outputs import OutputPlan, OutputPlanner, output_model, prompt_key
+from tokenmark.perfmodel.vision import VisionEncoder, prompt_image, vision_encoder
+from tokenmark.records import ErrorClass, Query, Sample, TokenSource
 from tokenmark.sut import ResponseHandle
+from tokenmark.tokenizer import BuiltinTokenizer
 
-__all__ = ["EmulatedSUT", "emulated_describe"]
+__all__ = ["EmulatedSUT", "EmulatorIdsHandle", "emulated_describe"]
 
 
 def emulated_describe(spec: EmulatorSpec, label: str, efficiency: str) -> dict[str, str]:
@@ -44,26 +55,89 @@ def _labels(accelerator: str, label: str, efficiency: str) -> dict[str, str]:
     }
 
 
-class _Reply:
-    __slots__ = ("handle", "n", "prompt")
+class EmulatorIdsHandle:
+    """A response handle that turns the emulated server's returned text into its token
+    ids (the emulated model's tokenizer is the built-in one: one id per streamed word,
+    the ids ``return_token_ids`` would carry), so accuracy logs and LoadGen get ids from
+    a client that reads text. Everything else passes through."""
 
-    def __init__(self, handle: ResponseHandle, n: int, prompt: int) -> None:
+    __slots__ = ("_encode", "inner")
+
+    def __init__(self, inner: ResponseHandle) -> None:
+        self.inner = inner
+        self._encode = BuiltinTokenizer().encode
+
+    def sent(self, t_ns: int | None = None) -> None:
+        self.inner.sent(t_ns)
+
+    def token(self, n: int = 1, t_ns: int | None = None) -> None:
+        self.inner.token(n, t_ns)
+
+    def reasoning(self, n: int = 1, t_ns: int | None = None) -> None:
+        if hasattr(self.inner, "reasoning"):
+            self.inner.reasoning(n, t_ns)
+        else:
+            self.inner.token(n, t_ns)
+
+    def reasoning_usage(self, tokens: int) -> None:
+        if hasattr(self.inner, "reasoning_usage"):
+            self.inner.reasoning_usage(tokens)
+
+    def complete(self, output_tokens: int | None = None, source: TokenSource = TokenSource.SUT,
+                 *, t_ns: int | None = None, input_tokens: int | None = None,
+                 alt_output_tokens: int = -1, cached_input_tokens: int = -1,
+                 token_ids: Sequence[int] | None = None, text: str | None = None,
+                 endpoint: str = "") -> None:
+        if token_ids is None and text is not None:
+            token_ids = self._encode(text)
+        self.inner.complete(output_tokens, source, t_ns=t_ns, input_tokens=input_tokens,
+                            alt_output_tokens=alt_output_tokens,
+                            cached_input_tokens=cached_input_tokens, token_ids=token_ids,
+                            text=text, endpoint=endpoint)
+
+    def fail(self, error: ErrorClass, detail: str = "", *, t_ns: int | None = None,
+             endpoint: str = "") -> None:
+        self.inner.fail(error, detail, t_ns=t_ns, endpoint=endpoint)
+
+
+class _Reply:
+    __slots__ = ("handle", "made", "plan", "prompt", "split")
+
+    def __init__(self, handle: ResponseHandle, plan: OutputPlan, prompt: int) -> None:
         self.handle = handle
-        self.n = n
+        self.plan = plan
         self.prompt = prompt
+        self.made = 0
+        # a ReasoningHandle (tokenmark.sut) takes the reasoning tokens apart
+        self.split = plan.reasoning > 0 and hasattr(handle, "reasoning")
+
+    def _tokens(self, n: int, t_ns: int) -> None:
+        h = self.handle
+        if self.made == 0 and hasattr(h, "first_token_ids"):
+            h.first_token_ids(OutputIds(1))
+        left = self.plan.reasoning - self.made
+        self.made += n
+        if self.split and left > 0:
+            r = min(left, n)
+            h.reasoning(r, t_ns)  # type: ignore[attr-defined]
+            n -= r
+            if n <= 0:
+                return
+        h.token(n, t_ns)
 
     def on_first(self, t_ns: int) -> None:
-        self.handle.token(1, t_ns)
+        self._tokens(1, t_ns)
 
-    def on_token(self, t_ns: int) -> None:
-        self.handle.token(1, t_ns)
+    def on_tokens(self, n: int, t_ns: int) -> None:
+        self._tokens(n, t_ns)
 
     def on_done(self, t_ns: int, later: array[int] | None) -> None:
-        h = self.handle
         if later is not None:
             for t in later:
-                h.token(1, t)
-        h.complete(self.n, TokenSource.SUT, t_ns=t_ns, input_tokens=self.prompt)
+                self._tokens(1, t)
+        n = self.plan.total
+        self.handle.complete(n, TokenSource.SUT, t_ns=t_ns, input_tokens=self.prompt,
+                             token_ids=OutputIds(n))
 
     def on_rejected(self, t_ns: int, reason: str) -> None:
         self.handle.fail(ErrorClass.SUT_ERROR, reason, t_ns=t_ns)
@@ -76,7 +150,7 @@ class EmulatedSUT:
     reported at completion, each with its own step's end time."""
 
     def __init__(self, clock: Clock, spec: EmulatorSpec | Deployment, *,
-                 stream: bool = False) -> None:
+                 stream: bool = False, stop_lengths: str = "", output_seed: int = 0) -> None:
         if isinstance(spec, Deployment):
             d, label, scale, accelerator = spec, spec.label, 1.0, spec.accelerator.short
         else:
@@ -87,6 +161,11 @@ class EmulatedSUT:
         self.label = label
         self._labels = _labels(accelerator, label, d.efficiency.source)
         self.emulator = Emulator(d, clock, stream=stream, time_scale=scale)
+        self.vision: VisionEncoder | None = vision_encoder(d.model)
+        bench = d.model.benchmarks[0] if d.model.benchmarks else d.model.name
+        om = output_model(bench)
+        self.outputs = OutputPlanner(om, stop=om.stop_lengths(stop_lengths), seed=output_seed)
+        self._keyed = om.reasons or self.outputs.stop is not None
 
     @property
     def name(self) -> str:
@@ -106,11 +185,40 @@ class EmulatedSUT:
 
     def issue(self, query: Query, handle: ResponseHandle) -> None:
         s = query.sample
-        n = max(1, s.output_tokens)
-        p = max(1, s.input_tokens)
-        if not self.emulator.fits(p, n):
+        try:
+            images, flops, parts = self._images(s)
+        except BadInputError as e:
+            handle.fail(ErrorClass.SUT_ERROR, str(e))
+            return
+        p = max(1, s.input_tokens) + images
+        plan = self.outputs.plan(prompt_key(*parts) if self._keyed else "",
+                                 max(1, s.output_tokens),
+                                 reference=s.expected_output_tokens)
+        if not self.emulator.fits(p, plan.total):
             handle.fail(ErrorClass.SUT_ERROR,
-                        f"{p} + {n} tokens exceed the KV cache "
+                        f"{p} + {plan.total} tokens exceed the KV cache "
                         f"({self.emulator.kv_capacity_tokens:,} tokens)")
             return
-        self.emulator.submit(p, n, _Reply(handle, n, p))
+        self.emulator.submit(p, plan.total, _Reply(handle, plan, p), encoder_flops=flops)
+
+    def _images(self, s: Sample) -> tuple[int, float, list[bytes]]:
+        """The sample's image tokens and encoder FLOPs, and the key parts of its prompt
+        as the HTTP server reads them (texts, then each image's size)."""
+        if not s.images and not self._keyed:
+            return 0, 0.0, []
+        msgs = s.messages if s.is_chat else None
+        if msgs is None:
+            return 0, 0.0, [s.prompt.encode()]
+        parts: list[bytes] = []
+        tokens = 0
+        flops = 0.0
+        name = self.deployment.model.name
+        for m in msgs:
+            if not m.images or m.content:
+                parts.append(m.content.encode())
+            for url in m.images:
+                img = prompt_image(self.vision, url, name)
+                tokens += img.tokens
+                flops += img.flops
+                parts.append(img.key)
+        return tokens, flops, parts

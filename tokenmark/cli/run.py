@@ -22,13 +22,18 @@ from tokenmark.api import (
     SutSpec,
     run_benchmark,
 )
-from tokenmark.assemble import WorkloadSpec, build_workload, http_sut_factory
+from tokenmark.assemble import WorkloadSpec, build_workload, default_api, http_sut_factory
 from tokenmark.cli.app import app, bad_input, err
 from tokenmark.cli.progress import ProgressMode, progress_view
 from tokenmark.cli.trust import manifest_plan, run_watchers
 from tokenmark.clock import Clock
 from tokenmark.compliance.audit import apply_audit, audit_for
-from tokenmark.config.layering import build_settings, default_scenario, read_toml
+from tokenmark.config.layering import (
+    DEMO_MAX_OUTPUT_TOKENS,
+    build_settings,
+    default_scenario,
+    read_toml,
+)
 from tokenmark.config.presets import load_round, rounds
 from tokenmark.correctness_api import audit_results, hf_sut_factory
 from tokenmark.engines.emulated import EmulatorSpec
@@ -194,8 +199,9 @@ def run(
     url: Annotated[list[str] | None, typer.Option(
         help="An OpenAI-compatible endpoint (repeat for replicas); selects the HTTP client.",
         rich_help_panel=TG)] = None,
-    api: Annotated[str, typer.Option(help="completions or chat.", rich_help_panel=TG)
-    ] = "completions",
+    api: Annotated[str, typer.Option(
+        help="completions or chat (default: chat when requests carry images or the model "
+        "reasons, else completions).", rich_help_panel=TG)] = "",
     model: Annotated[str, typer.Option(
         help="Model name (default: the one the endpoint serves).", rich_help_panel=TG)] = "",
     stream: Annotated[bool, typer.Option(help="Stream responses (SSE).",
@@ -397,6 +403,8 @@ def run(
         )
         if plan is not None:
             spec_w = plan.spec
+        api = default_api(api or doc.get("target", {}).get("api", ""), spec_w,
+                          layered.preset.name)
         workload = build_workload(spec_w, layered)
         effective(layered.settings, len(workload.dataset))  # bad settings fail before any output
         s = doc.get("sut", {})
@@ -416,9 +424,13 @@ def run(
             accelerators=accelerators or s.get("accelerators", 0))
         if kind == "emulated":
             emu.deployment()  # an unknown name or a model that does not fit fails here
+        preconnect = layered.settings.concurrency or layered.settings.max_concurrency or 0
         spec: SutSpec | Callable[[Clock], SystemUnderTest] = SutSpec(
-            kind=kind, model=lm, emulator=emu, api=api, stream=stream,
-            preconnect=layered.settings.concurrency or layered.settings.max_concurrency or 0)
+            kind=kind, model=lm, emulator=emu, api=api, stream=stream, preconnect=preconnect,
+            # outputs are logged: the client keeps the emulator's text (its token ids)
+            client=OpenAIConfig(urls=("http://emulated",), api=api, stream=stream,
+                                preconnect=preconnect, keep_text=True)
+            if logs_outputs else None)
         if (sut or s.get("kind")) == "hf":
             spec = hf_sut_factory(model_dir or Path(s.get("model_dir", "")))
         tg = doc.get("target", {})
@@ -462,7 +474,8 @@ def run(
     if show and layered.settings.profile == "demo":
         err.print(
             "[yellow]demo profile:[/] a short run judged by LoadGen's rules, "
-            "not an MLPerf-length run. Results are unverified."
+            f"not an MLPerf-length run (outputs capped at {DEMO_MAX_OUTPUT_TOKENS} tokens). "
+            "Results are unverified."
         )
     view = progress_view(layered.settings, len(workload.dataset), quiet=quiet,
                          json_out=json_out, mode=progress_mode, console=err)

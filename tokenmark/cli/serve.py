@@ -10,6 +10,7 @@ import typer
 from tokenmark.cli.app import app, bad_input, err
 from tokenmark.engines.emulated import EmulatorSpec
 from tokenmark.errors import BadInputError, ConfigError
+from tokenmark.perfmodel.outputs import output_model
 from tokenmark.servers.emulated import (
     EXIT_DIED,
     EmulatedConfig,
@@ -66,6 +67,15 @@ def serve(
     exit_after: Annotated[int, typer.Option(
         help="Die (reset every connection, exit 70) when request N+1 arrives (0: never).",
         rich_help_panel=FL)] = 0,
+    stop_lengths: Annotated[str, typer.Option(
+        help="Let answers stop before max_tokens (finish_reason 'stop') at lengths drawn "
+        "per prompt from this distribution: 'published' (the benchmark's published output "
+        "lengths: deepseek-r1, gpt-oss-120b) or lognormal:MEDIAN:SIGMA, uniform:LO:HI, "
+        "hist:... (default: exact max_tokens lengths; ignore_eos requests never stop "
+        "early).", rich_help_panel=EM)] = "",
+    output_seed: Annotated[int, typer.Option(
+        help="Seed of the per-prompt output-length draws (stop lengths, reasoning/answer "
+        "split).", rich_help_panel=EM)] = 0,
     api_key_env: Annotated[str, typer.Option(
         help="Require 'Bearer <key>', the key read from this environment variable.")] = "",
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
@@ -100,8 +110,11 @@ def serve(
             served_model=served_model_name,
             faults=tuple(FaultPlan.parse_fraction(f) for f in fault or ()),
             fault_seed=fault_seed, exit_after=max(0, exit_after),
-            api_key=os.environ.get(api_key_env, "") if api_key_env else "")
+            api_key=os.environ.get(api_key_env, "") if api_key_env else "",
+            stop_lengths=stop_lengths, output_seed=output_seed)
         FaultPlan(fractions=cfg.faults)  # checks the fractions now
+        om = output_model(d.model.benchmarks[0] if d.model.benchmarks else d.model.name)
+        stops = om.stop_lengths(stop_lengths)  # checks the distribution now
     except BadInputError as e:
         raise bad_input(e) from None
 
@@ -112,6 +125,14 @@ def serve(
         if cfg.faults:
             err.print("faults: " + ", ".join(f"{f}={p:g}" for f, p in cfg.faults),
                       highlight=False)
+        lengths = (f"answers may stop early at lengths drawn from {stops} (seed "
+                   f"{output_seed})" if stops is not None else "answers are exactly max_tokens "
+                   "long")
+        if om.reasons:
+            lengths += f"; chat answers reason first (delta.{om.reasoning_field})"
+        if server.vision is not None:
+            lengths += "; images become image tokens (Qwen-VL rule)"
+        err.print(lengths, highlight=False)
         err.print(f"serving {server.model!r} at {server.url}/v1 (metrics: {server.url}"
                   "/metrics); Ctrl-C stops", highlight=False)
         print(f"READY {server.url}", flush=True)

@@ -30,6 +30,7 @@ from tokenmark.settings import (
 )
 
 __all__ = [
+    "DEMO_MAX_OUTPUT_TOKENS",
     "DEMO_PROFILE",
     "PROFILES",
     "Layer",
@@ -52,6 +53,10 @@ DEMO_PROFILE: dict[str, Any] = {
 }
 
 PROFILES: dict[str, dict[str, Any]] = {"demo": DEMO_PROFILE, "mlperf": {}}
+#: The demo profile's cap on generated output lengths (``max_tokens`` of synthetic and
+#: file-backed samples; a reasoning model's reasoning and answer together), so a demo of
+#: a long-output benchmark (deepseek-r1: up to 20000 tokens) stays short.
+DEMO_MAX_OUTPUT_TOKENS = 1024
 
 _LIMIT_KEYS = {
     "ttft_latency_ms": "ttft_ns",

@@ -31,7 +31,10 @@ per accelerator of the replica (all of them work in lock-step):
   (dispatch and combine of ``k`` copies of each token's activations), whose traffic to
   accelerators outside the sender's scale-up domain goes over the scale-out network
   while the rest goes over the scale-up link;
-- overhead = ``step_overhead_ns`` + ``seq_overhead_ns`` x sequences in the step.
+- overhead = ``step_overhead_ns`` + ``seq_overhead_ns`` x sequences in the step;
+- a vision-language model's step that starts prefilling a request with images also runs
+  the vision encoder on them: ``encoder_flops`` (:mod:`~tokenmark.perfmodel.vision`) at
+  the efficiency of the encoder's width, counted as prefill compute.
 
 With speculative decoding (``spec_tokens`` = s) each decoding sequence runs ``1 + s``
 tokens through the model (compute, all-to-all and expert touches for all of them; its
@@ -53,6 +56,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from tokenmark.perfmodel.deployment import Deployment
+from tokenmark.perfmodel.vision import vision_encoder
 
 __all__ = ["BREAKDOWN_KEYS", "CostModel", "StepComponents", "StepCost"]
 
@@ -154,6 +158,8 @@ class CostModel:
         self._a2a_out = (d.ep - dom) / (d.ep - 1) if d.ep > 1 else 0.0
         self._ln_ep = math.log(d.ep) if d.ep > 1 else 0.0
         self._mfu = eff.mfu_for(m.hidden)
+        enc = vision_encoder(m)
+        self._mfu_enc = eff.mfu_for(enc.hidden) if enc is not None else self._mfu
         self._has_comm = d.tp > 1 or d.pp > 1 or moe_a2a
         # speculative decoding: each decoding sequence runs 1 + s tokens through the
         # model, after s passes of the draft (its layers' share of the body, and the
@@ -262,19 +268,25 @@ class CostModel:
         prefill_seqs: int,
         decode_seqs: int,
         decode_ctx: float,
+        encoder_flops: float = 0.0,
     ) -> StepCost:
         """The step's time under the deployment's efficiency (arguments as
-        :meth:`components`)."""
+        :meth:`components`; ``encoder_flops``: the vision encoder's work in this step)."""
         c = self.components(prefill_tokens, prefill_pairs, prefill_ctx, prefill_seqs,
                             decode_seqs, decode_ctx)
         eff = self.d.efficiency
         compute = c.compute0_ns / self._mfu
+        share = c.prefill_flop_share
+        if encoder_flops > 0:
+            enc = encoder_flops / self._peak_per_ns / self._mfu_enc
+            share = (compute * share + enc) / (compute + enc)
+            compute += enc
         memory = c.memory0_ns / eff.mbu
         overhead = eff.step_overhead_ns + eff.seq_overhead_ns * c.seqs
         serial = eff.serial_fraction * min(compute, memory)
         total = max(compute, memory) + serial + c.comm_ns + overhead
         return StepCost(int(total), int(compute), int(memory), int(c.comm_ns), int(overhead),
-                        c.prefill_flop_share, c.kv_byte_share, int(serial))
+                        share, c.kv_byte_share, int(serial))
 
     def decode_cost(self, decode_seqs: int, decode_ctx: float) -> StepCost:
         """:meth:`cost` of a step with no prefill (the common case)."""

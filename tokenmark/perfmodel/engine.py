@@ -19,6 +19,11 @@ step touches only the requests that start or finish in it. :meth:`ReplicaEngine.
 reports those (first token, done); :meth:`ReplicaEngine.step` also lists one ``TOKEN``
 event per decoding sequence, for callers that stream every token.
 
+A request may be aborted (:meth:`ReplicaEngine.abort`: its client went away): it leaves
+at once, so the next step is planned without it and its sequence slot and KV cache are
+free for the requests behind it. A vision-language request carries its images' encoder
+work (``encoder_flops``), charged to the step that starts its prefill.
+
 Disaggregated serving uses two modes: ``prefill_only`` engines finish a request with
 its first token (its KV cache leaves with it), and requests submitted with
 ``prefilled=True`` arrive on a decode engine with their prompt's KV already present
@@ -61,6 +66,9 @@ class _Req:
     prefilled: int = 0
     width: int = 1  # sequences it decodes at once (beam search width)
     rate: float = 1.0  # tokens each of its sequences makes per decode step
+    fin: int = -1  # the step of its last token, once it decodes
+    start: int = -1  # the step of its first decoded token
+    enc: float = 0.0  # vision-encoder FLOPs still to run (charged with its first chunk)
 
     @property
     def need(self) -> int:
@@ -230,11 +238,42 @@ class ReplicaEngine:
         return bool(self._waiting or self._prefilling or self._n_dec)
 
     def submit(self, rid: int, prompt_tokens: int, output_tokens: int, *,
-               prefilled: bool = False) -> None:
+               prefilled: bool = False, encoder_flops: float = 0.0) -> None:
         """Queue a request. ``prefilled``: its prompt was prefilled (and its first token
-        made) elsewhere and its KV cache has arrived; it only decodes here."""
+        made) elsewhere and its KV cache has arrived; it only decodes here.
+        ``encoder_flops``: its images' vision-encoder work (its prompt counts their
+        tokens)."""
         self._waiting.append(_Req(rid, max(1, prompt_tokens), max(1, output_tokens),
-                                  prefilled, width=self.d.policy.beams))
+                                  prefilled, width=self.d.policy.beams,
+                                  enc=0.0 if prefilled else encoder_flops))
+
+    def abort(self, rid: int) -> bool:
+        """Remove request ``rid`` wherever it is (queued, prefilling or decoding): it
+        frees its sequence slot and KV cache for the next step. False if it is not
+        here (finished, or never submitted)."""
+        for queue in (self._waiting, self._prefilling):
+            for r in queue:
+                if r.rid == rid:
+                    queue.remove(r)
+                    if queue is self._prefilling:
+                        self._reserved -= r.need
+                    return True
+        if rid not in self._decoding:
+            return False
+        r = self._decoding.pop(rid)
+        bucket = self._finish.get(r.fin)
+        if bucket is not None:
+            bucket.remove(r)
+            if not bucket:
+                del self._finish[r.fin]
+        # its context now: the prompt, the first token and the steps it decoded
+        self._ctx -= r.width * (r.prompt + 1 + r.rate * max(0, self.steps - r.start))
+        self._n_dec -= r.width
+        self._rate -= r.width * r.rate
+        self._reserved -= r.need
+        if self._n_dec <= 0:  # no drift left behind by fractional rates
+            self._ctx = self._rate = 0.0
+        return True
 
     def step(self) -> tuple[StepPlan, list[Event]]:
         """Plan and execute the next step, with one event per token. The caller waits
@@ -269,6 +308,7 @@ class ReplicaEngine:
         running = len(self._prefilling) + self._n_dec
         waiting = self._waiting
         admitted: list[int] = []
+        enc = 0.0
         while waiting:
             r = waiting[0]
             need = r.need
@@ -300,6 +340,9 @@ class ReplicaEngine:
             n = min(r.prompt, budget)
             chunks.append((r, n))
             budget -= n
+            if r.enc:
+                enc += r.enc
+                r.enc = 0.0
         p_tok = 0
         pairs = 0.0
         p_ctx = 0
@@ -310,7 +353,7 @@ class ReplicaEngine:
             p_ctx += c
         n_dec = self._n_dec
         made = self._rate
-        cost = self.cost.cost(p_tok, pairs, p_ctx, len(chunks), n_dec, self._ctx)
+        cost = self.cost.cost(p_tok, pairs, p_ctx, len(chunks), n_dec, self._ctx, enc)
         decoded = list(self._decoding) if collect_tokens else None
         # -- apply the step -------------------------------------------------------------
         self._ctx += made
@@ -482,10 +525,11 @@ class ReplicaEngine:
         steps = max(1, math.ceil(left / self._a - 1e-9))
         r.rate = left / steps
         self._decoding[r.rid] = r
+        finish_step = start_step + steps - 1
+        r.start, r.fin = start_step, finish_step
         self._n_dec += r.width
         self._rate += r.width * r.rate
         self._ctx += r.width * (r.prompt + 1)
-        finish_step = start_step + steps - 1
         bucket = self._finish.get(finish_step)
         if bucket is None:
             self._finish[finish_step] = [r]

@@ -3,17 +3,34 @@
 :class:`EmulatedServer` answers on loopback what vLLM's OpenAI server answers:
 
 - ``POST /v1/completions`` and ``POST /v1/chat/completions``, streamed (server-sent
-  events, one token per event, ``stream_options.include_usage``) or not, with ``usage``;
-  ``max_tokens`` / ``max_completion_tokens`` (default 16) is the exact output length
-  (the emulated model never ends early, so ``ignore_eos`` changes nothing); prompts are
-  counted with the built-in tokenizer (text) or are token ids; a request longer than
-  the model's context or than the whole KV cache is refused with HTTP 400, as vLLM does;
+  events, one token per event, ``stream_options.include_usage``) or not, with ``usage``
+  (shapes: :mod:`tokenmark.servers.emulated_body`);
+- prompts are counted with the built-in tokenizer (text) or are token ids; a chat
+  message's images (``image_url`` parts holding data URLs) become image tokens by the
+  model's rule, their size read from the image header (:mod:`tokenmark.perfmodel.vision`;
+  a text-only model refuses images with HTTP 400, as vLLM does), and their encoder work
+  is charged to the prefill; ``usage.prompt_tokens`` counts them and
+  ``prompt_tokens_details.image_tokens`` reports them apart;
+- the output length (:mod:`tokenmark.perfmodel.outputs`): exactly ``max_tokens`` /
+  ``max_completion_tokens`` (default 16; ``finish_reason: "length"``) unless the
+  request may stop earlier (no ``ignore_eos``) and there is a length to stop at: the
+  server's ``--stop-lengths`` distribution, or the request's
+  ``tokenmark_reference_output_tokens`` (the reference answer's length, which tokenmark
+  sends only to its own emulator); then ``min(L, max_tokens)`` tokens and ``stop`` when
+  shorter. A reasoning model (DeepSeek-R1, gpt-oss) answers chat requests with its
+  reasoning first (``delta.reasoning_content`` or ``delta.reasoning``), then the answer,
+  and ``usage.completion_tokens_details.reasoning_tokens`` counts the reasoning part;
+- ``return_token_ids: true`` (vLLM's option) adds each event's token ids;
+- a request longer than the model's context or than the whole KV cache is refused with
+  HTTP 400, as vLLM does; a request whose client goes away is aborted, freeing its batch
+  slot and KV cache at the next step;
 - ``GET /v1/models`` (the served model, with ``tokenmark_profile``), ``GET /health``;
 - ``GET /metrics``: Prometheus text with vLLM's names (``vllm:num_requests_running``,
   ``vllm:num_requests_waiting``, ``vllm:gpu_cache_usage_perc`` and
   ``vllm:kv_cache_usage_perc`` per replica, ``vllm:prompt_tokens_total``,
-  ``vllm:generation_tokens_total``, ``vllm:request_success_total``) plus tokenmark's own
-  (the profile, requests received, faults injected, steps, the step-delivery lag).
+  ``vllm:generation_tokens_total``, ``vllm:request_success_total`` by finished reason)
+  plus tokenmark's own (the profile, requests received, faults injected, steps, the
+  step-delivery lag).
 
 Every answer carries the header ``x-tokenmark-profile: emulated H200 x1, llama3.1-8b,
 bf16`` (the profile), so nothing measured against it passes for hardware.
@@ -48,15 +65,21 @@ from tokenmark.clock import Clock, MonotonicClock
 from tokenmark.engines.emulated import Emulator, EmulatorSpec
 from tokenmark.errors import BadInputError
 from tokenmark.perfmodel import Deployment
-from tokenmark.servers.faults import ENDED, OK, Fault, FaultPlan, OutStream, Truth
+from tokenmark.perfmodel.outputs import OutputPlan, OutputPlanner, output_model, prompt_key
+from tokenmark.perfmodel.vision import PromptImage, prompt_image, vision_encoder
+from tokenmark.servers.emulated_body import EmulatedBody, full_body, usage_event, usage_object
+from tokenmark.servers.faults import CUT, ENDED, OK, Fault, FaultPlan, OutStream, Truth
 from tokenmark.servers.http_base import Conn, Head, error_body, json_dumps
-from tokenmark.servers.render import render_cyclic, render_full
 from tokenmark.tokenizer import BuiltinTokenizer
 
-__all__ = ["EXIT_DIED", "EmulatedConfig", "EmulatedServer", "main", "serve_emulated"]
+__all__ = ["EXIT_DIED", "REFERENCE_FIELD", "EmulatedConfig", "EmulatedServer", "main",
+           "serve_emulated"]
 
 #: The exit code of a server process that died by ``exit_after``.
 EXIT_DIED = 70
+#: The request field with the reference answer's length (tokenmark's own extension: its
+#: client sends it only to this emulator, where the emulated model stops there).
+REFERENCE_FIELD = "tokenmark_reference_output_tokens"
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
             429: "Too Many Requests", 500: "Internal Server Error",
@@ -78,12 +101,18 @@ class EmulatedConfig:
     #: Keep a :class:`~tokenmark.servers.faults.Truth` row per request (tests; memory
     #: grows with the requests served).
     keep_truth: bool = False
+    #: Where answers may stop before ``max_tokens``: "" (never: exact lengths),
+    #: ``published`` (the benchmark's published output lengths) or a length
+    #: distribution (:class:`~tokenmark.dataset.LengthDistribution`).
+    stop_lengths: str = ""
+    #: Seed of the output-length draws (:mod:`tokenmark.perfmodel.outputs`).
+    output_seed: int = 0
 
 
 @dataclass
 class _Counters:
     received: int = 0
-    success: int = 0  # answers written whole
+    success: Counter[str] = field(default_factory=Counter)  # answers written whole, by finish
     faults: Counter[str] = field(default_factory=Counter)
     refused: Counter[int] = field(default_factory=Counter)  # 4xx by status
 
@@ -105,6 +134,12 @@ class EmulatedServer:
         self.port = port
         self.clock: Clock = clock or MonotonicClock()
         self.emulator = Emulator(d, self.clock, stream=True, time_scale=spec.time_scale)
+        self.vision = vision_encoder(d.model)
+        bench = d.model.benchmarks[0] if d.model.benchmarks else d.model.name
+        om = output_model(bench)
+        self.outputs = OutputPlanner(om, stop=om.stop_lengths(config.stop_lengths),
+                                     seed=config.output_seed)
+        self._keyed = om.reasons or self.outputs.stop is not None
         self.plan = FaultPlan(config.fault_cycle, config.faults, seed=config.fault_seed)
         self.counters = _Counters()
         self.truth: list[Truth] = []
@@ -198,17 +233,21 @@ class EmulatedServer:
             req = json.loads(body)
             if not isinstance(req, dict):
                 raise ValueError("not an object")
-            prompt = self._prompt_tokens(req, chat)
-            n = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
+            ask = self._read(req, chat)
         except (ValueError, TypeError) as e:
             self._refuse(conn, 400, f"bad request: {e}")
+            return
+        except BadInputError as e:
+            self._refuse(conn, 400, str(e))
             return
         if req.get("model", self.model) != self.model:
             self._refuse(conn, 404, f"The model `{req.get('model')}` does not exist.")
             return
+        n = ask.max_tokens
         if n < 1:
             self._refuse(conn, 400, f"max_tokens must be at least 1, got {n}.")
             return
+        prompt = ask.prompt
         ctx = self.deployment.model.max_context
         if prompt + n > ctx:
             self._refuse(conn, 400, (
@@ -216,9 +255,11 @@ class EmulatedServer:
                 f"requested {prompt + n} tokens ({prompt} in the messages, {n} in the "
                 "completion)."))
             return
-        if not self.emulator.fits(prompt, n):
+        plan = ask.plan = self.outputs.plan(ask.key, n, ignore_eos=ask.ignore_eos,
+                                            reference=ask.reference, split=chat)
+        if not self.emulator.fits(prompt, plan.total):
             self._refuse(conn, 400, (
-                f"{prompt} + {n} tokens exceed the emulated KV cache "
+                f"{prompt} + {plan.total} tokens exceed the emulated KV cache "
                 f"({self.emulator.kv_capacity_tokens:,} tokens)"))
             return
         c = self.counters
@@ -250,54 +291,107 @@ class EmulatedServer:
         if kind == "slow_head":
             loop = self._loop
             assert loop is not None
-            loop.call_later(fault.arg / 1000, lambda: self._answer(
-                conn, req, chat, prompt, n, fault, truth))
+            loop.call_later(fault.arg / 1000, lambda: self._answer(conn, ask, fault, truth))
             return
-        self._answer(conn, req, chat, prompt, n, fault, truth)
+        self._answer(conn, ask, fault, truth)
 
     def _authorized(self, headers: Head) -> bool:
         key = self.config.api_key
         return not key or headers.get("authorization", "") == f"Bearer {key}"
 
-    def _prompt_tokens(self, req: dict[str, Any], chat: bool) -> int:
+    def _read(self, req: dict[str, Any], chat: bool) -> _Ask:
+        """What a generation request asks for: its prompt (text tokens plus image
+        tokens), its images' encoder work, its length options and the key of its
+        output draws. ValueError/TypeError or BadInputError (images) on bad input."""
         tok = self._tok
+        keyed = self._keyed
+        parts: list[bytes] = []
+        total = images = 0
+        flops = 0.0
         if chat:
             msgs = req["messages"]
             if not isinstance(msgs, list):
                 raise ValueError("messages must be a list")
-            total = 0
             for m in msgs:
                 content = m.get("content") if isinstance(m, dict) else None
                 if isinstance(content, str):
                     total += tok.count(content)
+                    if keyed:
+                        parts.append(content.encode())
                 elif isinstance(content, list):
                     for part in content:
-                        if isinstance(part, dict) and isinstance(part.get("text"), str):
-                            total += tok.count(part["text"])
-            return max(1, total)
-        p = req["prompt"]
-        if isinstance(p, str):
-            return max(1, tok.count(p))
-        if isinstance(p, list) and all(isinstance(x, int) for x in p):
-            return max(1, len(p))
-        raise ValueError("prompt must be a string or a list of token ids")
+                        if not isinstance(part, dict):
+                            continue
+                        text = part.get("text")
+                        if isinstance(text, str):
+                            total += tok.count(text)
+                            if keyed:
+                                parts.append(text.encode())
+                        elif part.get("type") == "image_url" or "image_url" in part:
+                            img = self._image(part.get("image_url"))
+                            images += img.tokens
+                            flops += img.flops
+                            parts.append(img.key)
+        else:
+            p = req["prompt"]
+            if isinstance(p, str):
+                total = tok.count(p)
+                if keyed:
+                    parts.append(p.encode())
+            elif isinstance(p, list) and all(isinstance(x, int) for x in p):
+                total = len(p)
+                if keyed:
+                    parts.append(json_dumps(p))
+            else:
+                raise ValueError("prompt must be a string or a list of token ids")
+        n = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
+        ref = req.get(REFERENCE_FIELD, -1)
+        opts = req.get("stream_options")
+        return _Ask(chat=chat, prompt=max(1, total + images), image_tokens=images,
+                    encoder_flops=flops, max_tokens=n,
+                    key=prompt_key(*parts) if keyed else "",
+                    ignore_eos=bool(req.get("ignore_eos")),
+                    reference=ref if isinstance(ref, int) else -1,
+                    stream=bool(req.get("stream")),
+                    include_usage=bool(opts.get("include_usage"))
+                    if isinstance(opts, dict) else False,
+                    ids=bool(req.get("return_token_ids")))
 
-    def _answer(self, conn: Conn, req: dict[str, Any], chat: bool, prompt: int, n: int,
-                fault: Fault, truth: Truth) -> None:
+    def _image(self, spec: object) -> PromptImage:
+        """One ``image_url`` part (``{"url": ...}`` or the URL itself)."""
+        url = spec.get("url") if isinstance(spec, dict) else spec
+        if not isinstance(url, str):
+            raise ValueError("an image_url part needs a url")
+        return prompt_image(self.vision, url, self.model)
+
+    def _answer(self, conn: Conn, ask: _Ask, fault: Fault, truth: Truth) -> None:
         if conn.closed or self.died:
             return
+        plan = ask.plan
+        assert plan is not None
         extra = fault.arg if fault.kind == "usage" else 0
-        if not req.get("stream"):
-            self.emulator.submit(prompt, n, _Full(self, conn, chat, prompt, n, extra, truth))
+        reasoning = plan.reasoning if ask.chat and self.outputs.model.reasons else -1
+        usage = usage_object(ask.prompt, plan.total + extra, image_tokens=ask.image_tokens,
+                             reasoning=reasoning)
+        em = self.emulator
+        if not ask.stream:
+            full = _Full(self, conn, ask, usage, truth)
+            full.rid = em.submit(ask.prompt, plan.total, full,
+                                 encoder_flops=ask.encoder_flops, stream=False)
+            conn.on_lost = full.lost
             return
-        opts = req.get("stream_options")
-        include_usage = bool(opts.get("include_usage")) if isinstance(opts, dict) else False
-        sb = render_cyclic(chat, self.model, include_usage)
-        usage = sb.usage_event(prompt, n + extra, -1) if include_usage else b""
-        st = OutStream(conn, sb, n, truth, usage, fault)
+        field = self.outputs.model.reasoning_field
+        body = EmulatedBody(chat=ask.chat, model=self.model, include_usage=ask.include_usage,
+                            finish=plan.finish, reasoning=plan.reasoning,
+                            reasoning_field=field, ids=ask.ids)
+        tail = usage_event(ask.chat, self.model, usage) if ask.include_usage else b""
+        st = OutStream(conn, body, plan.total, truth, tail, fault)
         if not st.open(self._head_sse, self._head_sse):
             return
-        self.emulator.submit(prompt, n, _Streamed(self, st))
+        streamed = _Streamed(self, st, plan.finish)
+        streamed.rid = em.submit(ask.prompt, plan.total, streamed,
+                                 encoder_flops=ask.encoder_flops)
+        conn.on_lost = streamed.lost
 
     # -- /metrics ----------------------------------------------------------------------------
     def metrics_text(self) -> str:
@@ -330,7 +424,7 @@ class EmulatedServer:
                "Number of generation tokens processed.", [(base, em.generation_tokens)])
         metric("vllm:request_success_total", "counter",
                "Count of successfully processed requests (answers written whole).",
-               [(base + ',finished_reason="length"', c.success)])
+               [(f'{base},finished_reason="{r}"', c.success[r]) for r in ("length", "stop")])
         metric("tokenmark:emulator_info", "gauge",
                "The emulated profile (modelled timing, not a measurement of hardware).",
                [(f'{base},profile="{_label(self.label)}",'
@@ -346,6 +440,9 @@ class EmulatedServer:
                or [(f'{base},fault="none"', 0)])
         metric("tokenmark:requests_finished_total", "counter",
                "Requests the engine finished generating.", [(base, em.finished)])
+        metric("tokenmark:requests_aborted_total", "counter",
+               "Requests dropped because their client went away (slot and KV cache freed).",
+               [(base, em.aborted)])
         metric("tokenmark:engine_steps_total", "counter", "Engine steps run.",
                [(base, em.steps)])
         lag = em.lag
@@ -369,25 +466,50 @@ def _num(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else repr(float(v))
 
 
+@dataclass(slots=True)
+class _Ask:
+    """What one generation request asks for (read once, used to plan and to answer)."""
+
+    chat: bool
+    prompt: int  # text and image tokens
+    image_tokens: int
+    encoder_flops: float
+    max_tokens: int
+    key: str  # names the request's output draws ("" when no draw is needed)
+    ignore_eos: bool
+    reference: int
+    stream: bool
+    include_usage: bool
+    ids: bool
+    plan: OutputPlan | None = None
+
+
 class _Streamed:
-    """A streamed answer fed by the emulator: one event per token, as its step ends."""
+    """A streamed answer fed by the emulator: one event per token, written as the
+    steps that made them are delivered."""
 
-    __slots__ = ("server", "st")
+    __slots__ = ("finish", "rid", "server", "st")
 
-    def __init__(self, server: EmulatedServer, st: OutStream) -> None:
+    def __init__(self, server: EmulatedServer, st: OutStream, finish: str) -> None:
         self.server = server
         self.st = st
+        self.finish = finish
+        self.rid = -1
 
     def on_first(self, t_ns: int) -> None:
-        self._emit()
+        return None
 
-    def on_token(self, t_ns: int) -> None:
-        self._emit()
-
-    def _emit(self) -> None:
+    def on_tokens(self, n: int, t_ns: int) -> None:
         st = self.st
-        if st.emit(st.k + 1) == ENDED and st.k == st.n and st.fault.kind != "end_mid":
-            self.server.counters.success += 1
+        r = st.emit(st.k + n)
+        if r == ENDED:
+            if st.k == st.n and st.fault.kind != "end_mid":
+                self.server.counters.success[self.finish] += 1
+        elif r == CUT and st.conn.closed:
+            self.lost()  # the client is gone: stop generating for it
+
+    def lost(self) -> None:
+        self.server.emulator.abort(self.rid)
 
     def on_done(self, t_ns: int, later: object) -> None:
         return None
@@ -399,40 +521,44 @@ class _Streamed:
 class _Full:
     """A non-streamed answer, written whole when the emulator finishes the request."""
 
-    __slots__ = ("chat", "conn", "extra", "n", "prompt", "server", "truth")
+    __slots__ = ("ask", "conn", "rid", "server", "truth", "usage")
 
-    def __init__(self, server: EmulatedServer, conn: Conn, chat: bool, prompt: int, n: int,
-                 extra: int, truth: Truth) -> None:
+    def __init__(self, server: EmulatedServer, conn: Conn, ask: _Ask,
+                 usage: dict[str, object], truth: Truth) -> None:
         self.server = server
         self.conn = conn
-        self.chat = chat
-        self.prompt = prompt
-        self.n = n
-        self.extra = extra
+        self.ask = ask
+        self.usage = usage
         self.truth = truth
+        self.rid = -1
 
     def on_first(self, t_ns: int) -> None:
         return None
 
-    def on_token(self, t_ns: int) -> None:
+    def on_tokens(self, n: int, t_ns: int) -> None:
         return None
+
+    def lost(self) -> None:
+        self.server.emulator.abort(self.rid)
 
     def on_done(self, t_ns: int, later: object) -> None:
         if self.conn.closed:
             return
         srv = self.server
-        pre, post = render_full(self.chat, self.n, srv.model)
-        out = self.n + self.extra
-        usage = {"prompt_tokens": self.prompt, "completion_tokens": out,
-                 "total_tokens": self.prompt + out}
-        body = pre + json_dumps(usage) + post
+        ask = self.ask
+        plan = ask.plan
+        assert plan is not None
+        body = full_body(chat=ask.chat, model=srv.model, reasoning=plan.reasoning,
+                         answer=plan.answer,
+                         reasoning_field=srv.outputs.model.reasoning_field,
+                         finish=plan.finish, usage=self.usage, ids=ask.ids)
         t = perf_counter_ns()
         tr = self.truth
         tr.first_ns = tr.last_ns = tr.done_ns = t
-        tr.tokens = self.n
+        tr.tokens = plan.total
         self.conn.finish(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n%s"
                          b"content-length: %d\r\n\r\n%s" % (srv._hdr, len(body), body))
-        srv.counters.success += 1
+        srv.counters.success[plan.finish] += 1
 
     def on_rejected(self, t_ns: int, reason: str) -> None:
         self.server._refuse(self.conn, 400, reason)
@@ -457,6 +583,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fault-cycle", default="", help="comma-separated faults, cycled")
     p.add_argument("--exit-after", type=int, default=0)
     p.add_argument("--api-key-env", default="")
+    p.add_argument("--stop-lengths", default="",
+                   help="'' (exact lengths), 'published' or a length distribution")
+    p.add_argument("--output-seed", type=int, default=0)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0)
 
@@ -472,7 +601,8 @@ def from_arguments(args: argparse.Namespace) -> tuple[EmulatorSpec, EmulatedConf
         faults=tuple(FaultPlan.parse_fraction(f) for f in args.fault),
         fault_cycle=tuple(f for f in args.fault_cycle.split(",") if f),
         fault_seed=args.fault_seed, exit_after=args.exit_after,
-        api_key=os.environ.get(args.api_key_env, "") if args.api_key_env else "")
+        api_key=os.environ.get(args.api_key_env, "") if args.api_key_env else "",
+        stop_lengths=args.stop_lengths, output_seed=args.output_seed)
     return spec, cfg
 
 
@@ -491,6 +621,10 @@ def spec_arguments(spec: EmulatorSpec, cfg: EmulatedConfig = EmulatedConfig()) -
         out += ["--fault", f"{f}={p!r}"]
     if cfg.fault_cycle:
         out += ["--fault-cycle", ",".join(cfg.fault_cycle)]
+    if cfg.stop_lengths:
+        out += ["--stop-lengths", cfg.stop_lengths]
+    if cfg.output_seed:
+        out += ["--output-seed", str(cfg.output_seed)]
     return out
 
 

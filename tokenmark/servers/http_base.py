@@ -5,7 +5,9 @@ the request head and body as bytes arrive (one shared receive buffer, one timest
 read) and hands each whole request to its server's ``handle``; the server answers with
 ``write``/``finish``, ends a stream with ``stream_ended``, or breaks the connection with
 ``close`` (a clean FIN) or ``reset`` (an RST, as a crashed server or an aborting proxy
-would). The exact-delay server (:mod:`tokenmark.servers.exact`) and the emulated server
+would). A server that keeps work going for a request sets ``on_lost``, called once when
+the connection goes away (the client left: the work can be dropped). The exact-delay
+server (:mod:`tokenmark.servers.exact`) and the emulated server
 (:mod:`tokenmark.servers.emulated`) both run on it. Standard library only.
 """
 
@@ -15,6 +17,7 @@ import asyncio
 import json
 import socket
 import struct
+from collections.abc import Callable
 from time import perf_counter_ns
 from typing import Protocol, cast
 
@@ -87,6 +90,8 @@ class Conn(asyncio.BufferedProtocol):
         self.buf = bytearray()
         self.busy = False
         self.closed = False
+        #: Called once when the connection is lost (the request in progress, if any).
+        self.on_lost: Callable[[], None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # any loop's transport (uvloop's are not asyncio.Transport subclasses)
@@ -99,6 +104,9 @@ class Conn(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.conns.discard(self)
+        lost, self.on_lost = self.on_lost, None
+        if lost is not None:
+            lost()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return _RECV
