@@ -61,7 +61,7 @@ from tokenmark.sim.plan import ClusterSpec, Plan, candidates
 from tokenmark.sim.predict import calibrated, predict
 from tokenmark.sim.published import read_rounds
 from tokenmark.sim.report import deployment_json, report_lines
-from tokenmark.sim.run import SimulatedRun, dataset_lengths, run_simulation
+from tokenmark.sim.run import SimulatedRun, request_arrays, run_simulation
 from tokenmark.sim.scaling import ScalingPoint, scaling_sweep
 from tokenmark.sim.workloads import synthetic_dataset, workload
 
@@ -116,7 +116,7 @@ def choose_plan(layered: LayeredSettings, spec: ClusterSpec, dataset: Dataset) -
     prediction searches them, for the run's scenario (Offline throughput, or the highest
     rate within its latency limits; tokenmark's own patterns with the preset's Server
     limits), the best kept. With a single candidate, that one."""
-    inp, out = dataset_lengths(dataset)
+    inp, out, enc = request_arrays(dataset, spec.model)
     plans = candidates(spec, float(inp.mean()), float(out.mean()))
     if len(plans) == 1:
         return plans[0]
@@ -129,7 +129,8 @@ def choose_plan(layered: LayeredSettings, spec: ClusterSpec, dataset: Dataset) -
         limits = server.limits if server is not None else limits
     off_eff, lat_eff = calibrated(spec, name)
     p = predict(spec, name if limits.any else "Offline", inp, out, offline_eff=off_eff,
-                latency_eff=lat_eff, limits=limits if limits.any else None, plans=plans)
+                latency_eff=lat_eff, limits=limits if limits.any else None, plans=plans,
+                encoder=enc)
     tried = "; ".join(f"{label}: {v:,.0f}" for label, v in p.tried)
     return Plan(p.plan.deployment, (*p.plan.notes,
                                     f"layout searched for {name}: {tried} per second"))

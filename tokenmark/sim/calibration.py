@@ -75,7 +75,7 @@ from tokenmark.sim.predict import (
     server_rate,
 )
 from tokenmark.sim.published import PublishedRow
-from tokenmark.sim.run import dataset_lengths
+from tokenmark.sim.run import request_arrays
 from tokenmark.sim.workloads import synthetic_dataset
 
 __all__ = ["FORWARD_ROUNDS", "CalibrationReport", "Fit", "RowResult", "Setup",
@@ -103,16 +103,17 @@ _MAX_OUT = {"llama3.1-8b": 128, "llama3.1-8b-edge": 128, "gptj-99": 128, "gptj-9
 
 
 class Lengths:
-    """Each benchmark's synthetic request lengths (8192 samples, seeded)."""
+    """Each benchmark's synthetic requests (8192 samples, seeded): prompt and output
+    tokens, and the vision encoder's FLOPs (None for a text-only benchmark)."""
 
     def __init__(self) -> None:
-        self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._cache: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
 
-    def get(self, bench: str) -> tuple[np.ndarray, np.ndarray]:
+    def get(self, bench: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         if bench not in self._cache:
             ds = synthetic_dataset(bench, DATASET_SAMPLES,
                                    max_output_tokens=_MAX_OUT.get(bench, 20000), seed=1)
-            self._cache[bench] = dataset_lengths(ds)
+            self._cache[bench] = request_arrays(ds, bench)
         return self._cache[bench]
 
 
@@ -147,6 +148,7 @@ class Setup:
     arch: str
     stack: str
     vendor: str
+    encoder: np.ndarray | None = None  # each sample's vision-encoder FLOPs
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -156,7 +158,7 @@ class Setup:
 def prepare(row: PublishedRow, lengths: Lengths) -> Setup | str:
     """``row`` as a :class:`Setup`, or why it cannot be represented."""
     assert row.accelerator is not None and row.benchmark is not None
-    inp, out = lengths.get(row.benchmark)
+    inp, out, enc = lengths.get(row.benchmark)
     per_node = max(1, row.per_node) * row.gpus_per_listed
     nodes = max(1, row.accelerators_used // per_node)
     if nodes * per_node != row.accelerators_used:
@@ -173,24 +175,25 @@ def prepare(row: PublishedRow, lengths: Lengths) -> Setup | str:
     if row.scenario != "Offline" and limits is None:
         return f"no latency limits known for {row.benchmark} {row.scenario}"
     return Setup(row, spec, plans, inp, out, limits, row.metric in ("samples/s", "queries/s"),
-                 acc.architecture, row.stack, acc.vendor)
+                 acc.architecture, row.stack, acc.vendor, enc)
 
 
 # -- jobs (run in worker processes, cached on disk) -------------------------------------
 
 
 def _trace_job(job: tuple[Any, ...]) -> OfflineTrace:
-    d, inp, out, samples = job
-    return offline_trace(d, inp, out, samples=samples)
+    d, inp, out, samples, enc = job
+    return offline_trace(d, inp, out, samples=samples, encoder=enc)
 
 
 def _invert_job(job: tuple[Any, ...]) -> tuple[int, list[float]]:
     """A latency row's candidate at the nominal pair and, per serial fraction, the
     ``mbu`` at which its simulated result equals the published one."""
-    plans, inp, out, limits, samples, eff, published, requests = job
+    plans, inp, out, limits, samples, eff, published, requests, enc = job
     nominal = replace(eff, mbu=NOMINAL[0], serial_fraction=NOMINAL[1])
     vals = [server_rate(p.deployment, inp, out, limits, nominal, samples=samples,
-                        requests=requests, rel_tol=SCREEN_TOL)[0] for p in plans]
+                        requests=requests, rel_tol=SCREEN_TOL, encoder=enc)[0]
+            for p in plans]
     k = int(np.argmax(vals))
     d = plans[k].deployment
     out_mbu = []
@@ -198,7 +201,7 @@ def _invert_job(job: tuple[Any, ...]) -> tuple[int, list[float]]:
         def f(mbu: float, s: float = serial) -> float:
             e = replace(eff, mbu=mbu, serial_fraction=s)
             v, _ = server_rate(d, inp, out, limits, e, samples=samples, requests=requests,
-                               rel_tol=0.03)
+                               rel_tol=0.03, encoder=enc)
             return math.log(max(v, 1e-9) / published)
         out_mbu.append(_secant_log(f, 0.3, 0.6, *MBU_BOUNDS))
     return k, out_mbu
@@ -226,9 +229,9 @@ def _secant_log(f: Callable[[float], float], a: float, b: float, lo: float, hi: 
 
 
 def _predict_job(job: tuple[Any, ...]) -> tuple[float, str, str, float, float]:
-    spec, scenario, inp, out, off_eff, lat_eff, limits, samples, requests, plans = job
+    spec, scenario, inp, out, off_eff, lat_eff, limits, samples, requests, plans, enc = job
     p = predict(spec, scenario, inp, out, offline_eff=off_eff, latency_eff=lat_eff,
-                limits=limits, samples=samples, requests=requests, plans=plans)
+                limits=limits, samples=samples, requests=requests, plans=plans, encoder=enc)
     return p.value, p.plan.deployment.label, p.binding, p.offline_bound, p.unbounded
 
 
@@ -475,7 +478,8 @@ def fit(train: list[Setup], *, server: bool = True, requests: int = 1500,
         say: Callable[[str], None] = lambda _m: None) -> Fit:
     """Fit the parameters on ``train`` (module docstring)."""
     offline = [s for s in train if s.row.scenario == "Offline"]
-    jobs = [(p.deployment, s.inputs, s.outputs, s.samples) for s in offline for p in s.plans]
+    jobs = [(p.deployment, s.inputs, s.outputs, s.samples, s.encoder)
+            for s in offline for p in s.plans]
     flat = _run(_trace_job, jobs, workers, cache_dir, "traces", say)
     traces: dict[tuple[Any, ...], list[OfflineTrace]] = {}
     i = 0
@@ -488,7 +492,7 @@ def fit(train: list[Setup], *, server: bool = True, requests: int = 1500,
     if server:
         lat = _latency_sample([s for s in train if s.row.scenario != "Offline" and s.limits])
         ijobs = [(s.plans, s.inputs, s.outputs, s.limits, s.samples,
-                  f.offline_params(s)[0], s.row.result, requests) for s in lat]
+                  f.offline_params(s)[0], s.row.result, requests, s.encoder) for s in lat]
         say(f"stage 2: inverting {len(ijobs)} latency rows")
         for s, got in zip(lat, _run(_invert_job, ijobs, workers, cache_dir, "inversions",
                                     say), strict=True):
@@ -560,7 +564,7 @@ def forward_evaluation(
                 lat_eff, used = f.latency_params(s)
             rr.step, rr.group = rnd, used
             jobs.append((s.spec, s.row.scenario, s.inputs, s.outputs, off_eff, lat_eff,
-                         s.limits, s.samples, requests, s.plans))
+                         s.limits, s.samples, requests, s.plans, s.encoder))
             todo.append(rr)
         say(f"{rnd}: predicting {len(jobs)} rows")
         for rr, (value, label, binding, bound, unbounded) in zip(

@@ -67,32 +67,38 @@ def deployment_key(d: Deployment) -> tuple[Any, ...]:
             p.gpu_memory_utilization, p.beams, p.prefill_replicas)
 
 
-def workload_key(inputs: np.ndarray, outputs: np.ndarray) -> str:
+def workload_key(inputs: np.ndarray, outputs: np.ndarray,
+                 encoder: np.ndarray | None = None) -> str:
     h = hashlib.sha256(np.ascontiguousarray(inputs, dtype=np.int64).tobytes())
     h.update(np.ascontiguousarray(outputs, dtype=np.int64).tobytes())
+    if encoder is not None:
+        h.update(np.ascontiguousarray(encoder, dtype=np.float64).tobytes())
     return h.hexdigest()[:16]
 
 
 def offline_trace(d: Deployment, inputs: np.ndarray, outputs: np.ndarray, *,
-                  samples: bool = False, seed: int = 7) -> OfflineTrace:
+                  samples: bool = False, seed: int = 7,
+                  encoder: np.ndarray | None = None) -> OfflineTrace:
     """The parameter-free Offline run of one replica of ``d`` in its place: about
     ``OFFLINE_SECONDS`` of work at the sizing efficiency (at least the dataset's
     ``DATASET_SAMPLES`` requests spread over the replicas), each step's compute and
     memory time at 100% efficiency, communication and sequences. ``samples``: its units
-    are requests, else output tokens. Kept per deployment and workload."""
-    key = (deployment_key(d), workload_key(inputs, outputs), samples, seed)
+    are requests, else output tokens; ``encoder``: each sample's vision-encoder FLOPs.
+    Kept per deployment and workload."""
+    key = (deployment_key(d), workload_key(inputs, outputs, encoder), samples, seed)
     got = _TRACES.get(key)
     if got is not None:
         return got
     sizing = replace(d, efficiency=SIZING)
-    rate = replica_offline_rate(sizing, inputs, outputs, requests=1500)
+    rate = replica_offline_rate(sizing, inputs, outputs, requests=1500, encoder=encoder)
     n = int(min(MAX_TRACE_REQUESTS,
                 max(DATASET_SAMPLES / d.replicas, 1.1 * OFFLINE_SECONDS * rate, 500)))
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, inputs.shape[0], size=n)
     eng = ReplicaEngine(replace(d.single_replica(), efficiency=UNIT))
     for i, k in enumerate(idx.tolist()):
-        eng.submit(i, int(inputs[k]), int(outputs[k]))
+        eng.submit(i, int(inputs[k]), int(outputs[k]),
+                   encoder_flops=float(encoder[k]) if encoder is not None else 0.0)
     c0: list[float] = []
     m0: list[float] = []
     cm: list[float] = []
@@ -113,18 +119,20 @@ def offline_trace(d: Deployment, inputs: np.ndarray, outputs: np.ndarray, *,
 
 
 def offline_rate(d: Deployment, inputs: np.ndarray, outputs: np.ndarray, eff: Efficiency,
-                 *, samples: bool = False) -> float:
+                 *, samples: bool = False, encoder: np.ndarray | None = None) -> float:
     """The system's Offline units per second with deployment ``d`` under ``eff``."""
-    return predict_rate(offline_trace(d, inputs, outputs, samples=samples), eff)
+    return predict_rate(offline_trace(d, inputs, outputs, samples=samples, encoder=encoder),
+                        eff)
 
 
 def server_rate(d: Deployment, inputs: np.ndarray, outputs: np.ndarray,
                 limits: LatencyLimits, eff: Efficiency, *, samples: bool = False,
-                requests: int = 1500, rel_tol: float = FINAL_TOL) -> tuple[float, bool]:
+                requests: int = 1500, rel_tol: float = FINAL_TOL,
+                encoder: np.ndarray | None = None) -> tuple[float, bool]:
     """The system's units per second at the highest rate within ``limits`` under
     ``eff`` (unbounded), and whether any rate passes."""
     best = max_server_rate(replace(d, efficiency=eff), inputs, outputs, limits,
-                           requests=requests, rel_tol=rel_tol)
+                           requests=requests, rel_tol=rel_tol, encoder=encoder)
     if not best.passed:
         return 0.0, False
     return (best.qps if samples else best.qps * best.tokens_per_request), True
@@ -156,28 +164,31 @@ class Prediction:
 def predict(spec: ClusterSpec, scenario: str, inputs: np.ndarray, outputs: np.ndarray, *,
             offline_eff: Efficiency, latency_eff: Efficiency | None = None,
             limits: LatencyLimits | None = None, samples: bool = False,
-            requests: int = 1500, plans: list[Plan] | None = None) -> Prediction:
+            requests: int = 1500, plans: list[Plan] | None = None,
+            encoder: np.ndarray | None = None) -> Prediction:
     """What ``spec`` delivers in ``scenario`` (module docstring). ``offline_eff`` and
     ``latency_eff`` are the calibrated parameters of the Offline rows and of the
-    scenario; ``plans`` the candidates when already made."""
+    scenario; ``plans`` the candidates when already made; ``encoder`` each sample's
+    vision-encoder FLOPs (vision-language models)."""
     plans = plans or candidates(spec, float(inputs.mean()), float(outputs.mean()))
     if scenario == "Offline" or limits is None:
         tried = [(p.deployment.label, offline_rate(p.deployment, inputs, outputs, offline_eff,
-                                                   samples=samples)) for p in plans]
+                                                   samples=samples, encoder=encoder))
+                 for p in plans]
         k = int(np.argmax([v for _, v in tried]))
         return Prediction(tried[k][1], plans[k], "Offline", tried[k][1], tuple(tried))
     eff = latency_eff or offline_eff
     screened = []
     for p in plans:
         v, ok = server_rate(p.deployment, inputs, outputs, limits, eff, samples=samples,
-                            requests=requests, rel_tol=SCREEN_TOL)
+                            requests=requests, rel_tol=SCREEN_TOL, encoder=encoder)
         screened.append((p.deployment.label, v))
     k = int(np.argmax([v for _, v in screened]))
     plan = plans[k]
     d = plan.deployment
     value, ok = server_rate(d, inputs, outputs, limits, eff, samples=samples,
-                            requests=requests, rel_tol=FINAL_TOL)
-    bound = offline_rate(d, inputs, outputs, offline_eff, samples=samples)
+                            requests=requests, rel_tol=FINAL_TOL, encoder=encoder)
+    bound = offline_rate(d, inputs, outputs, offline_eff, samples=samples, encoder=encoder)
     if not ok:
         return Prediction(0.0, plan, "fails the limits at any rate", bound, tuple(screened),
                           0.0)

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from tokenmark.dataset import Dataset
+from tokenmark.dataset import Dataset, SyntheticDataset
 from tokenmark.metrics.summary import RunData, Summary, summarize
 from tokenmark.records import ErrorClass
 from tokenmark.rules import ClientStats, Verdicts, evaluate
@@ -30,8 +30,9 @@ from tokenmark.settings import EffectiveSettings
 from tokenmark.sim.cluster import Cluster
 from tokenmark.sim.driver import SimResult, simulate
 from tokenmark.sim.explain import explain, itl_column, with_verdict
+from tokenmark.sim.workloads import image_load
 
-__all__ = ["SimulatedRun", "dataset_lengths", "run_data", "run_simulation"]
+__all__ = ["SimulatedRun", "dataset_lengths", "request_arrays", "run_data", "run_simulation"]
 
 
 @dataclass
@@ -59,6 +60,19 @@ def dataset_lengths(dataset: Dataset) -> tuple[np.ndarray, np.ndarray]:
         a[i] = s.input_tokens
         b[i] = s.output_tokens
     return a, b
+
+
+def request_arrays(dataset: Dataset, benchmark: str
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Each sample's prompt tokens, output tokens and vision-encoder FLOPs (None for a
+    text-only benchmark): a vision-language benchmark's synthetic samples carry its
+    images' tokens and encoder work (:func:`~tokenmark.sim.workloads.image_load`) on top
+    of their drawn text (a dataset file's samples count what they hold)."""
+    inp, out = dataset_lengths(dataset)
+    tokens, flops = image_load(benchmark) if isinstance(dataset, SyntheticDataset) else (0, 0.0)
+    if not tokens:
+        return inp, out, None
+    return inp + tokens, out, np.full(inp.shape[0], flops)
 
 
 def run_data(r: SimResult, schedule: Schedule, cluster: Cluster) -> tuple[RunData, np.ndarray]:
@@ -103,8 +117,9 @@ def run_data(r: SimResult, schedule: Schedule, cluster: Cluster) -> tuple[RunDat
 def run_simulation(eff: EffectiveSettings, dataset: Dataset, cluster: Cluster) -> SimulatedRun:
     """Simulate one benchmark run of ``eff`` over ``dataset`` on ``cluster``."""
     schedule = build_schedule(eff, len(dataset))
-    inp, out = dataset_lengths(dataset)
-    result = simulate(schedule, inp, out, cluster, max_concurrency=eff.max_concurrency)
+    inp, out, enc = request_arrays(dataset, eff.requested.benchmark)
+    result = simulate(schedule, inp, out, cluster, max_concurrency=eff.max_concurrency,
+                      encoder_by_sample=enc)
     data, order = run_data(result, schedule, cluster)
     summary = summarize(data, eff)
     n_queries = int(np.unique(result.query_id).shape[0]) if len(result) else 0

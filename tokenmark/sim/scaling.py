@@ -30,7 +30,7 @@ from tokenmark.dataset import Dataset
 from tokenmark.settings import Scenario
 from tokenmark.sim.plan import ClusterSpec
 from tokenmark.sim.predict import calibrated, offline_trace, predict
-from tokenmark.sim.run import dataset_lengths
+from tokenmark.sim.run import request_arrays
 
 __all__ = ["ScalingPoint", "scaling_sweep"]
 
@@ -66,7 +66,7 @@ def scaling_sweep(
     """The predicted throughput of ``spec`` at each accelerator count in ``sizes``."""
     if not sizes or any(n < 1 for n in sizes):
         raise ValueError("sizes must be positive accelerator counts")
-    inp, out = dataset_lengths(dataset)
+    inp, out, enc = request_arrays(dataset, spec.model)
     scenario = layered.settings.scenario
     name = "Offline" if scenario is Scenario.OFFLINE else (
         "Interactive" if scenario is Scenario.INTERACTIVE else "Server")
@@ -79,9 +79,9 @@ def scaling_sweep(
             per_node = n
         s = replace(spec, nodes=n // per_node, per_node=per_node)
         p = predict(s, name, inp, out, offline_eff=off_eff, latency_eff=lat_eff,
-                    limits=limits, requests=requests)
+                    limits=limits, requests=requests, encoder=enc)
         d = p.plan.deployment
-        comm = offline_trace(d, inp, out).comm_share(off_eff)
+        comm = offline_trace(d, inp, out, encoder=enc).comm_share(off_eff)
         rows.append((n, per_node, p, comm))
     base_n, _, base, _ = rows[0]
     points = []

@@ -70,6 +70,7 @@ def replica_server_run(
     warmup_fraction: float = 0.1,
     seed: int = 0,
     min_lifetimes: float = MIN_LIFETIMES,
+    encoder: np.ndarray | None = None,
 ) -> ServerPoint:
     """One replica of ``d`` serving its round-robin share of a Poisson stream at a
     cluster-wide ``qps``; ``inputs``/``outputs`` are the dataset's lengths, drawn
@@ -98,7 +99,7 @@ def replica_server_run(
                      sample_index=idx, query_id=np.arange(n, dtype=np.int64),
                      scheduled_ns=times)
     one = Cluster(d.single_replica())
-    r = simulate(sched, inputs, outputs, one)
+    r = simulate(sched, inputs, outputs, one, encoder_by_sample=encoder)
     keep = np.arange(n) >= int(n * warmup_fraction)
     keep &= ~r.rejected
     e2e = (r.done - r.scheduled)[keep]
@@ -118,19 +119,21 @@ def replica_server_run(
 
 
 def replica_offline_rate(d: Deployment, inputs: np.ndarray, outputs: np.ndarray,
-                         requests: int = 2000, seed: int = 0) -> float:
+                         requests: int = 2000, seed: int = 0,
+                         encoder: np.ndarray | None = None) -> float:
     """Requests per second one replica completes when all ``requests`` arrive at once."""
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, inputs.shape[0], size=requests).astype(np.int64)
     zeros = np.zeros(requests, dtype=np.int64)
     sched = Schedule(kind=ScheduleKind.TIMED, scenario=Scenario.OFFLINE, sample_index=idx,
                      query_id=zeros, scheduled_ns=zeros)
-    r = simulate(sched, inputs, outputs, Cluster(d.single_replica()))
+    r = simulate(sched, inputs, outputs, Cluster(d.single_replica()), encoder_by_sample=encoder)
     return requests / (r.end_ns / 1e9) if r.end_ns > 0 else 0.0
 
 
 def replica_saturated_rate(d: Deployment, inputs: np.ndarray, outputs: np.ndarray,
-                           requests: int = 4000, seed: int = 0) -> float:
+                           requests: int = 4000, seed: int = 0,
+                           encoder: np.ndarray | None = None) -> float:
     """Requests per second one replica completes while it is saturated (a queue waiting
     behind a full batch): the decode tokens per second of the steps in the middle 60%
     of an Offline run, which leaves out the ramp (prompts only) and the drain (the
@@ -144,7 +147,7 @@ def replica_saturated_rate(d: Deployment, inputs: np.ndarray, outputs: np.ndarra
     sched = Schedule(kind=ScheduleKind.TIMED, scenario=Scenario.OFFLINE, sample_index=idx,
                      query_id=zeros, scheduled_ns=zeros)
     cluster = Cluster(d.single_replica())
-    simulate(sched, inputs, outputs, cluster)
+    simulate(sched, inputs, outputs, cluster, encoder_by_sample=encoder)
     st = cluster.engines[0].stats
     step_ns = np.asarray(st.step_ns, dtype=np.float64)
     decodes = np.asarray(st.step_decodes, dtype=np.float64)
@@ -166,6 +169,7 @@ def max_server_rate(
     requests: int = 3000,
     rel_tol: float = 0.01,
     seed: int = 0,
+    encoder: np.ndarray | None = None,
 ) -> ServerPoint:
     """The highest cluster-wide rate that passes ``limits``; a point with ``passed``
     False when even a trickle fails.
@@ -179,12 +183,13 @@ def max_server_rate(
     bisection while an end's value is unknown or infinite: about half the probes of
     plain bisection to the same tolerance. A deployment that fails at 0.9 / 64 of its
     saturated rate fails at any rate."""
-    hi = replica_saturated_rate(d, inputs, outputs, seed=seed) * d.replicas
+    hi = replica_saturated_rate(d, inputs, outputs, seed=seed, encoder=encoder) * d.replicas
     if hi <= 0:
         return ServerPoint(0.0, 0, 0, 0, 0.0, False)
 
     def probe(q: float) -> ServerPoint:
-        return replica_server_run(d, inputs, outputs, q, limits, requests=requests, seed=seed)
+        return replica_server_run(d, inputs, outputs, q, limits, requests=requests, seed=seed,
+                                  encoder=encoder)
 
     def g(p: ServerPoint) -> float:
         return math.log(p.ratio) if 0 < p.ratio < math.inf else (
