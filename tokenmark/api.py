@@ -27,7 +27,15 @@ from tokenmark.clock import Clock, FakeClock, MonotonicClock, run_virtual, wall_
 from tokenmark.config.layering import DEMO_MAX_OUTPUT_TOKENS, LayeredSettings
 from tokenmark.dataset import Dataset, LengthDistribution, SyntheticDataset, describe_dataset
 from tokenmark.engines.emulated import EmulatorSpec
-from tokenmark.errors import ConfigError, TargetError
+from tokenmark.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_INVALID,
+    EXIT_VALID,
+    ConfigError,
+    TargetError,
+)
 from tokenmark.loadgen.remote import RunDriver
 from tokenmark.loadgen.runner import Runner, RunnerStats, RunOutcome
 from tokenmark.metrics.endpoints import EndpointBreakdown
@@ -73,12 +81,8 @@ __all__ = [
     "run_benchmark",
 ]
 
-#: Documented exit codes (README "Exit codes").
-EXIT_VALID = 0
-EXIT_INVALID = 1
-EXIT_BAD_INPUT = 2
-EXIT_INTERNAL = 3
-EXIT_INTERRUPTED = 130
+# The documented exit codes (README "Exit codes") live in tokenmark.errors, which the
+# CLI can import without loading the run path; they are re-exported here.
 
 ProgressFn = Callable[[RunnerStats, float], None]
 

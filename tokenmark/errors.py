@@ -19,6 +19,11 @@ Every ``BadInputError`` message names the problem and the fix, e.g.
 from __future__ import annotations
 
 __all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_INVALID",
+    "EXIT_VALID",
     "AnalysisError",
     "BadInputError",
     "ConfigError",
@@ -28,6 +33,14 @@ __all__ = [
     "TargetError",
     "TokenmarkError",
 ]
+
+
+#: Documented exit codes (README "Exit codes"); :mod:`tokenmark.api` re-exports them.
+EXIT_VALID = 0
+EXIT_INVALID = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
 
 
 class TokenmarkError(Exception):

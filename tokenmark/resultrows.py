@@ -26,6 +26,13 @@ Accelerator counts (the one place the published data is ambiguous):
   normalisation and "same accelerator count" matching use it (the work was done by
   the accelerators that ran); leaderboards show both counts.
 
+Sources. A published result can be read from its result folder (``logs``: the LoadGen
+logs and the system description) or from MLCommons' official summary table
+(``summary table``); a tokenmark run is ``run``. Where one result (one natural key) is
+read from both, :func:`merge_rows` keeps the logs' row, records the table's figure in
+:attr:`ResultRow.table_value` and reports a difference between the two; a re-import
+never loses a field the stored row has and the new one lacks (the richer row wins).
+
 Tiers (:func:`tier_of`), the rule and why:
 
 * :attr:`Tier.SINGLE_NODE`: ``number_of_nodes == 1`` and at most
@@ -41,26 +48,35 @@ Tiers (:func:`tier_of`), the rule and why:
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 __all__ = [
     "LATENCY_UNITS",
+    "LLM_FAMILIES",
     "MAX_ACCELERATORS_PER_SERVER",
     "RACK_SCALE_MIN_DOMAIN",
+    "SOURCE_LOGS",
+    "SOURCE_RUN",
+    "SOURCE_TABLE",
     "DivisionName",
     "Label",
+    "Merged",
     "ResultRow",
     "RunFinding",
     "RunRecord",
     "SystemRecord",
     "Tier",
+    "accelerator_counts",
     "accelerator_key",
     "accelerator_vendor",
     "higher_is_better",
+    "is_llm_benchmark",
+    "merge_rows",
     "round_order",
     "scale_label",
     "stated_accelerator_count",
@@ -74,6 +90,17 @@ MAX_ACCELERATORS_PER_SERVER = 16
 RACK_SCALE_MIN_DOMAIN = 32
 #: Units whose smaller values are better (the rest are throughputs).
 LATENCY_UNITS = frozenset({"Latency (ms)", "Latency (s)", "millijoules"})
+#: Where a row was read from (:attr:`ResultRow.source`).
+SOURCE_LOGS = "logs"
+SOURCE_TABLE = "summary table"
+SOURCE_RUN = "run"
+#: Which source wins when one result was read from two (higher wins).
+_SOURCE_RANK = {SOURCE_LOGS: 2, SOURCE_TABLE: 1}
+#: Benchmark name parts that make a benchmark an LLM (or VLM) benchmark: the checker's
+#: names (``llama2-70b-99``, ``gptj-99``, ``gpt-oss-120b``, ``mixtral-8x7b``,
+#: ``deepseek-r1``, ``qwen3-vl-235b-a22b``) and open-division folders
+#: (``llama3_1-70b-fp8_dyn``, ``neuralmagic_Llama-2-7b-chat-hf-FP8``).
+LLM_FAMILIES = ("llama", "gptj", "gpt-j", "gpt-oss", "mixtral", "deepseek", "qwen")
 
 _STATED_IN_NAME = re.compile(r"\(\s*[xX×]\s*(\d+)\s*\)")
 _STATED_IN_NOTES = (
@@ -116,6 +143,14 @@ class ResultRow:
     (``llama3.1-8b``), ``benchmark_folder`` the folder it was submitted under
     (``llama3_1-8b``, an open-division custom model). ``kind`` is ``published`` or
     ``run`` (the user's own tokenmark run; then ``run_hash`` names it in the store).
+
+    ``source`` says what the row was read from (``logs``, ``summary table``, ``run``).
+    ``published_unit`` is the unit the official table prints where it differs from the
+    checker's unit for the figure (``unit``), and ``quirks`` lists such published quirks,
+    kept and flagged rather than rewritten (``"; "``-separated). ``table_value`` is the
+    official table's figure of a row read from the logs, where both were imported.
+    ``host_processor``/``host_processors_per_node`` describe the host CPUs (the hardware
+    of a CPU-only result).
     """
 
     round: str
@@ -150,6 +185,12 @@ class ResultRow:
     source_path: str = ""
     content_hash: str = ""
     run_hash: str | None = None
+    source: str = SOURCE_LOGS
+    host_processor: str = ""
+    host_processors_per_node: int | None = None
+    published_unit: str = ""
+    quirks: str = ""
+    table_value: float | None = None
 
     @property
     def total_accelerators(self) -> int | None:
@@ -183,6 +224,11 @@ class ResultRow:
         if not self.higher_is_better or not n or n <= 0:
             return None
         return self.value / n
+
+    @property
+    def llm(self) -> bool:
+        """Whether the benchmark is an LLM (or VLM) benchmark (:func:`is_llm_benchmark`)."""
+        return is_llm_benchmark(self.benchmark) or is_llm_benchmark(self.benchmark_folder)
 
     @property
     def key(self) -> str:
@@ -315,3 +361,91 @@ def round_order(name: str) -> tuple[int, int]:
     """A sort key for round names (``v4.1`` < ``v5.1`` < ``v6.0``); unknown names sort first."""
     m = _ROUND.match(name.strip())
     return (int(m.group(1)), int(m.group(2))) if m else (-1, -1)
+
+
+def is_llm_benchmark(name: str) -> bool:
+    """Whether a benchmark (or folder) name names an LLM benchmark (:data:`LLM_FAMILIES`)."""
+    low = (name or "").lower()
+    return any(f in low for f in LLM_FAMILIES)
+
+
+def accelerator_counts(model: str, notes: str, nodes: int | None,
+                       per_node: int | None) -> tuple[int | None, str]:
+    """The stated count of accelerators used (or ``None``) and a note about it.
+
+    A stated count above ``nodes x per_node`` is ignored (and said so); one below it is
+    kept with a note giving both figures.
+    """
+    stated = stated_accelerator_count(model, notes)
+    total = nodes * per_node if nodes is not None and per_node is not None else None
+    if stated is not None and total is not None and stated > total:
+        return None, (f"the description states {stated} accelerators but nodes x per node = "
+                      f"{total}; the stated count is ignored")
+    if stated is not None and stated != total:
+        return stated, (f"accelerators used {stated} (stated in the description); "
+                        f"number_of_nodes x accelerators_per_node = {nodes} x {per_node} = "
+                        f"{total}")
+    return stated, ""
+
+
+@dataclass(frozen=True, slots=True)
+class Merged:
+    """What :func:`merge_rows` keeps, and the difference between the sources, if any."""
+
+    row: ResultRow
+    difference: str | None = None
+
+
+#: Fields a merge fills from the other row where the kept row has none.
+_FILLABLE = ("category", "availability", "system_name", "accelerator_model",
+             "accelerators_per_node", "nodes", "accelerators_stated", "accelerator_note",
+             "summary_value", "accuracy", "weight_data_types", "framework", "notes",
+             "host_processor", "host_processors_per_node", "published_unit", "table_value")
+#: How far the table's figure may be from the logs' and still count as the same: the
+#: table copies the detail log's number, so only float printing may differ.
+_SAME_FIGURE_REL = 1e-9
+
+
+def _empty(v: Any) -> bool:
+    return v is None or v == "" or (isinstance(v, Mapping) and not v)
+
+
+def merge_rows(old: ResultRow, new: ResultRow) -> Merged:
+    """One result read twice (same :attr:`ResultRow.key`): the row to keep.
+
+    The row from the better source wins (logs over the summary table; between two rows
+    of one source, the newer, ``new``); fields the winner lacks are taken from the
+    other row, so a re-import from a poorer source never loses what was stored (a
+    weight type, a power figure). Where the logs' row meets a table's row, the table's
+    figure is kept as :attr:`ResultRow.table_value`, the table's flagged quirks are
+    kept, and a figure or unit that differs is reported as ``difference``.
+    """
+    if old.key != new.key:
+        raise ValueError(f"cannot merge rows of different results: {old.key} / {new.key}")
+    keep_new = _SOURCE_RANK.get(new.source, 0) >= _SOURCE_RANK.get(old.source, 0)
+    winner, other = (new, old) if keep_new else (old, new)
+    fill: dict[str, Any] = {f: getattr(other, f) for f in _FILLABLE
+                            if _empty(getattr(winner, f)) and not _empty(getattr(other, f))}
+    if winner.power_value is None and other.power_value is not None:
+        fill["power_value"], fill["power_unit"] = other.power_value, other.power_unit
+    quirks = [q for q in (winner.quirks.split("; ") + other.quirks.split("; ")) if q]
+    if quirks:
+        fill["quirks"] = "; ".join(dict.fromkeys(quirks))
+    difference = None
+    if winner.source == SOURCE_LOGS and other.source == SOURCE_TABLE:
+        fill["table_value"] = other.value
+        difference = _difference(winner, other)
+    return Merged(replace(winner, **fill) if fill else winner, difference)
+
+
+def _difference(logs: ResultRow, table: ResultRow) -> str | None:
+    where = f"{logs.round} {logs.division}/{logs.submitter}/{logs.system_id} " \
+            f"{logs.benchmark_folder or logs.benchmark} {logs.scenario}"
+    if logs.unit != table.unit:
+        return (f"{where}: the summary table's unit is {table.unit}, the logs' "
+                f"{logs.unit}; the logs' row is kept")
+    if math.isclose(logs.value, table.value, rel_tol=_SAME_FIGURE_REL):
+        return None
+    rel = (table.value / logs.value - 1) * 100 if logs.value else math.inf
+    return (f"{where}: the summary table says {table.value:g} {table.unit}, the logs "
+            f"{logs.value:g} ({rel:+.4f}%); the logs' figure is kept")

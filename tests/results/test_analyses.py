@@ -116,8 +116,13 @@ def test_generation_over_generation_shows_rows_and_refuses_unequal_counts(publis
 
 
 def test_scaling_efficiency(published):
-    s = analyses.scaling(published, "llama2-70b-99", "Offline", accelerator="MI355X",
+    # AMD's own 8 GPUs and AMD_MangoBoost's clusters: two submitters, refused by default
+    with pytest.raises(AnalysisError, match=r"2 submitters \(AMD, AMD_MangoBoost\)"):
+        analyses.scaling(published, "llama2-70b-99", "Offline", accelerator="MI355X",
                          division="open")
+    s = analyses.scaling(published, "llama2-70b-99", "Offline", accelerator="MI355X",
+                         division="open", submitter=analyses.ANY)
+    assert s.submitters == ("AMD", "AMD_MangoBoost")
     # open v5.1: AMD 8xMI355X 93045.8; AMD_MangoBoost 4 x 8 350820 and 8 x 8 648248
     assert s.base.accelerators == 8 and s.base.row.value == 93045.8
     eff = {p.accelerators: p.efficiency for p in s.points}

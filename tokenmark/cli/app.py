@@ -5,8 +5,7 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from tokenmark.api import EXIT_BAD_INPUT
-from tokenmark.errors import BadInputError
+from tokenmark.errors import EXIT_BAD_INPUT, BadInputError
 
 __all__ = ["app", "bad_input", "err", "out"]
 

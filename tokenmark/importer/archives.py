@@ -33,6 +33,7 @@ __all__ = ["WANTED", "extract", "is_archive"]
 WANTED: Final = frozenset({
     "mlperf_log_detail.txt", "mlperf_log_summary.txt", "accuracy.txt", "measurements.json",
     "spl.txt", "result_summary.json", "model_mapping.json", "results.json",
+    "summary_results.json", "summary.json", "summary.csv",
 })
 _SUFFIXES: Final = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".zip")
 _DRIVE = re.compile(r"^[A-Za-z]:")

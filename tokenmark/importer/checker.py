@@ -20,8 +20,14 @@ Rules, as the checker applies them:
 
 Deliberate differences from the published tables (each a checker quirk, tested):
 units follow the key (``Tokens/s`` for every token figure, where the v5.1 tables say
-``Samples/s`` for whisper and ``Queries/s`` for llama3.1-8b Interactive), and a folder
-named ``offline`` is not "inferred" from an ``Offline`` run (the checker compares case).
+``Samples/s`` for whisper and ``Queries/s`` for llama3.1-8b Interactive, and the v4.1
+table ``Samples/s``/``Queries/s`` for NeuralMagic's open llama2-70b-99.9 folders named
+``offline``/``server``), and a folder named ``offline`` is not "inferred" from an
+``Offline`` run (the checker compares case). Such quirks are kept and flagged, never
+silently rewritten: :func:`table_unit` returns the checker's unit, the table's unit and a
+one-line quirk; :func:`known_table_unit` flags the same quirks on rows read from the logs
+(:data:`KNOWN_TABLE_UNITS`); :func:`inferred_quirk` flags a table's ``inferred`` mark
+where the checker could not have inferred the figure.
 """
 
 from __future__ import annotations
@@ -30,18 +36,27 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any, Final
 
+from tokenmark.errors import ConfigError
 from tokenmark.resultrows import round_order
 
 __all__ = [
+    "KNOWN_TABLE_UNITS",
     "SCENARIOS",
+    "THROUGHPUT_UNITS",
     "Figure",
+    "canonical_benchmark",
     "canonical_scenario",
     "checker_model_name",
     "inferred_figure",
+    "inferred_quirk",
+    "is_known_benchmark",
+    "known_table_unit",
     "power_figure",
     "result_key",
+    "table_unit",
     "unit_for",
 ]
 
@@ -87,6 +102,20 @@ _CHECKER_MODEL_MAPPING: Final = {
     "llama3_1-8b": "llama3.1-8b",
     "llama3_1-8b-edge": "llama3.1-8b-edge",
 }
+#: Units a throughput figure can carry; a table that prints one where the checker's key
+#: gives another is a quirk (below). Latency and energy units are taken as published.
+THROUGHPUT_UNITS: Final = frozenset({"Tokens/s", "Samples/s", "Queries/s"})
+#: The unit each published table prints for a whole benchmark and scenario where it is
+#: not the checker's (round, benchmark, scenario) -> table unit. From the tables in
+#: ``../shared/data/mlperf/summaries`` (v5.1 ``summary_results.json``: all 8 llama3.1-8b
+#: Interactive rows ``Queries/s``; whisper Offline ``Samples/s`` in all 37 v5.1, 37 v6.0
+#: and 25 v6.1 rows), so that a row read from the logs says how the table shows it.
+KNOWN_TABLE_UNITS: Final = {
+    ("v5.1", "llama3.1-8b", "Interactive"): "Queries/s",
+    ("v5.1", "whisper", "Offline"): "Samples/s",
+    ("v6.0", "whisper", "Offline"): "Samples/s",
+    ("v6.1", "whisper", "Offline"): "Samples/s",
+}
 _MS_TO_NS: Final = 1_000_000
 _POWER_TIME: Final = "%m-%d-%Y %H:%M:%S.%f"
 
@@ -99,6 +128,43 @@ class Figure:
     unit: str
     metric: str
     inferred: bool = False
+
+
+@cache
+def canonical_benchmark(name: str, round_name: str | None = None) -> str:
+    """The checker's name of a benchmark or folder name (``llama3_1-8b`` ->
+    ``llama3.1-8b``): the presets' aliases (``round_name``'s first, then the newest
+    round's), then the checker's own mapping and guesses; unknown names are kept."""
+    from tokenmark.config.presets import load_round, rounds  # on first use: TOML files
+
+    candidates = ([round_name] if round_name else []) + [
+        r for r in reversed(rounds()) if r != round_name]
+    key = name.strip().lower()
+    for rnd in candidates:
+        try:
+            preset = load_round(rnd)
+        except ConfigError:
+            continue
+        if key in preset.benchmarks:
+            return key
+        owners = preset.aliases.get(key, ())
+        if len(owners) == 1:
+            return owners[0]
+    return checker_model_name(name)
+
+
+@cache
+def is_known_benchmark(name: str) -> bool:
+    """Whether some round's preset names a benchmark ``name`` (the checker's names)."""
+    from tokenmark.config.presets import load_round, rounds
+
+    for rnd in rounds():
+        try:
+            if name in load_round(rnd).benchmarks:
+                return True
+        except ConfigError:
+            continue
+    return False
 
 
 def canonical_scenario(name: str) -> str | None:
@@ -143,6 +209,66 @@ def unit_for(key: str, scenario: str, benchmark: str = "") -> str:
     if "latency" in key:
         return "Latency (s)" if benchmark == "wan-2.2-t2v-a14b" else "Latency (ms)"
     return "Samples/s" if scenario == "Offline" else "Queries/s"
+
+
+def table_unit(round_name: str, benchmark: str, scenario: str, published: str,
+               inferred: bool = False) -> tuple[str, str, str]:
+    """The unit of a table's figure as the checker's key gives it.
+
+    Returns ``(unit, published_unit, quirk)``: where the table prints a throughput unit
+    other than the checker's (for the key of the scenario LoadGen ran: Server for
+    Interactive; ``Samples/s`` for an Offline figure the table marks inferred),
+    ``unit`` is the checker's, ``published_unit`` the table's and ``quirk`` says so;
+    otherwise ``(published, "", "")``.
+    """
+    if published not in THROUGHPUT_UNITS:
+        return published, "", ""
+    ran = "Server" if scenario == "Interactive" else scenario
+    key = result_key(round_name, benchmark, ran)
+    if not key or (inferred and scenario == "Offline"):
+        return published, "", ""
+    unit = unit_for(key, scenario, benchmark)
+    if unit == published or unit not in THROUGHPUT_UNITS:
+        return published, "", ""
+    return unit, published, (f"published as {published}; the checker's figure for "
+                             f"{benchmark} {scenario} ({key}) is in {unit}")
+
+
+def known_table_unit(round_name: str, benchmark: str, scenario: str,
+                     unit: str) -> tuple[str, str]:
+    """For a row read from the logs: the unit the round's table prints instead
+    (:data:`KNOWN_TABLE_UNITS`) and the quirk, or ``("", "")``."""
+    published = KNOWN_TABLE_UNITS.get((round_name, benchmark, scenario))
+    if published is None or published == unit:
+        return "", ""
+    return published, (f"published as {published} in the {round_name} summary table; the "
+                       f"checker's figure for {benchmark} {scenario} is in {unit}")
+
+
+def inferred_quirk(round_name: str, benchmark: str, scenario: str, inferred: bool) -> str:
+    """A quirk where a table marks a figure inferred that the checker never infers.
+
+    The checker infers only Offline (from a SingleStream or MultiStream run) and
+    MultiStream (from SingleStream); a Server, Interactive or SingleStream figure, or an
+    Offline figure of a benchmark whose round has no SingleStream/MultiStream scenario,
+    cannot be inferred.
+    """
+    if not inferred:
+        return ""
+    why = ""
+    if scenario in ("Server", "Interactive", "SingleStream"):
+        why = f"the checker never infers a {scenario}-scenario figure"
+    elif scenario == "Offline":
+        from tokenmark.config.presets import load_round
+
+        try:
+            preset = load_round(round_name).benchmarks.get(benchmark)
+        except ConfigError:
+            preset = None
+        if preset is not None and not {str(s) for s in preset.scenarios} & {
+                "SingleStream", "MultiStream"}:
+            why = f"{benchmark} has no SingleStream or MultiStream run to infer Offline from"
+    return f"marked inferred in the table, but {why}" if why else ""
 
 
 def _num(detail: Mapping[str, Any], key: str) -> float | None:

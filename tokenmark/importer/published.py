@@ -32,19 +32,20 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Final
 
-from tokenmark.config.presets import load_round, rounds
+from tokenmark.config.presets import load_round
 from tokenmark.errors import ConfigError
 from tokenmark.importer.checker import (
     Figure,
+    canonical_benchmark,
     canonical_scenario,
-    checker_model_name,
     inferred_figure,
+    known_table_unit,
     power_figure,
     unit_for,
 )
 from tokenmark.importer.tree import FileError, Rejected, Tree
 from tokenmark.mllog import MLLogError, parse_detail, parse_summary
-from tokenmark.resultrows import Label, ResultRow, SystemRecord, stated_accelerator_count
+from tokenmark.resultrows import Label, ResultRow, SystemRecord, accelerator_counts
 
 __all__ = ["DIVISIONS", "REQUIRED_SYSTEM_FIELDS", "SubmitterReader", "canonical_benchmark"]
 
@@ -74,27 +75,6 @@ def _int_or_none(v: Any) -> int | None:
     if isinstance(v, str) and v.strip().isdigit():
         return int(v.strip())
     return None
-
-
-@cache
-def canonical_benchmark(name: str, round_name: str | None = None) -> str:
-    """The checker's name of a benchmark or folder name (``llama3_1-8b`` ->
-    ``llama3.1-8b``): the presets' aliases (``round_name``'s first, then the newest
-    round's), then the checker's own mapping and guesses; unknown names are kept."""
-    candidates = ([round_name] if round_name else []) + [
-        r for r in reversed(rounds()) if r != round_name]
-    for rnd in candidates:
-        try:
-            preset = load_round(rnd)
-        except ConfigError:
-            continue
-        key = name.strip().lower()
-        if key in preset.benchmarks:
-            return key
-        owners = preset.aliases.get(key, ())
-        if len(owners) == 1:
-            return owners[0]
-    return checker_model_name(name)
 
 
 def _accuracy(text: str) -> dict[str, float]:
@@ -265,16 +245,8 @@ class SubmitterReader:
                           if str(desc.get(k) or "").strip())
         per_node = _int_or_none(desc.get("accelerators_per_node"))
         nodes = _int_or_none(desc.get("number_of_nodes"))
-        stated = stated_accelerator_count(model, notes)
-        total = nodes * per_node if nodes is not None and per_node is not None else None
-        note = ""
-        if stated is not None and total is not None and stated > total:
-            note = (f"the description states {stated} accelerators but nodes x per node = "
-                    f"{total}; the stated count is ignored")
-            stated = None
-        elif stated is not None and stated != total:
-            note = (f"accelerators used {stated} (stated in the description); "
-                    f"number_of_nodes x accelerators_per_node = {nodes} x {per_node} = {total}")
+        stated, note = accelerator_counts(model, notes, nodes, per_node)
+        published_unit, quirk = known_table_unit(round_name, benchmark, scenario, figure.unit)
         return ResultRow(
             round=round_name, division=self.division, submitter=self.submitter,
             system_id=system_id, benchmark=benchmark, scenario=scenario,
@@ -290,6 +262,9 @@ class SubmitterReader:
             accuracy=accuracy, weight_data_types=weights,
             framework=str(desc.get("framework") or ""), notes=notes,
             source_path=tree.rel(folder), content_hash=hasher.hexdigest(),
+            host_processor=str(desc.get("host_processor_model_name") or "").strip(),
+            host_processors_per_node=_int_or_none(desc.get("host_processors_per_node")),
+            published_unit=published_unit, quirks=quirk,
         )
 
     def _round_of(self, detail: Mapping[str, Any], where: Path) -> str:

@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from tokenmark.importer.tree import Rejected, Tree
 from tokenmark.resultrows import (
+    SOURCE_RUN,
     Label,
     ResultRow,
     RunFinding,
@@ -132,13 +133,15 @@ def read_run(tree: Tree, path: Path, system: Mapping[str, Any] | None = None) ->
             "accelerators_stated": stated_accelerator_count(model, notes),
             "framework": str(system.get("framework") or ""),
             "notes": notes,
+            "host_processor": str(system.get("host_processor_model_name") or "").strip(),
+            "host_processors_per_node": _count(system.get("host_processors_per_node")),
         }
     row = ResultRow(
         round=str(run["round"]), division="open", submitter="local",
         benchmark=str(run["benchmark"]), scenario=scenario, value=value, unit=unit,
         metric=metric, label=Label.UNVERIFIED, kind="run",
         validity=validity["tokenmark"], source_path=rel, content_hash=run_hash,
-        run_hash=run_hash, **sys_fields,
+        run_hash=run_hash, source=SOURCE_RUN, **sys_fields,
     )
     return RunRecord(
         row=row, run_hash=run_hash, started_utc=str(run.get("started_utc", "")),

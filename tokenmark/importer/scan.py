@@ -3,7 +3,12 @@
 ``PATH`` may be a published results repository checkout (``closed/``, ``open/``,
 ``network/`` at its top), a folder holding several (the shared samples:
 ``v4.1/closed/...``, ``v6.0/...``), any single submission tree, a tokenmark run folder
-or ``results.json``, or an archive of any of these. :func:`scan` reads it all into a
+or ``results.json``, an official results table (``summary_results.json``,
+``summary.json``, the checker's ``summary.csv``: :mod:`tokenmark.importer.tables`), or
+an archive of any of these. A table found in a folder (a results repository has its
+``summary_results.json`` at the top) is read with the tree; where both hold one result,
+the tree's row is kept and a table figure that differs is reported
+(:attr:`Scan.differences`). :func:`scan` reads it all into a
 :class:`Scan` (rows, runs, systems, per-file errors) and writes nothing: the caller
 stores the whole scan in one transaction, so nothing half-imported stays.
 
@@ -33,8 +38,9 @@ from typing import Any, Final
 from tokenmark.importer.archives import extract, is_archive
 from tokenmark.importer.published import DIVISIONS, SubmitterReader
 from tokenmark.importer.runs import is_results_file, read_run
+from tokenmark.importer.tables import TABLE_NAMES, TableRead, is_table, read_table
 from tokenmark.importer.tree import FileError, Limits, Rejected, Tree
-from tokenmark.resultrows import Label, ResultRow, RunRecord, SystemRecord
+from tokenmark.resultrows import Label, ResultRow, RunRecord, SystemRecord, merge_rows
 
 __all__ = ["MAX_DEPTH", "Scan", "scan"]
 
@@ -46,7 +52,9 @@ _ROUND_DIR = re.compile(r"(?:^|inference_results_)v?(\d+)\.(\d+)$")
 class Scan:
     """What :func:`scan` read: rows and runs to store, systems they cite, errors.
 
-    ``folders`` counts the result folders and run files seen (read or not).
+    ``folders`` counts the result folders and run files seen (read or not); ``tables``
+    the official tables read, with their counts; ``differences`` the results whose table
+    figure differs from their logs' (one line each).
     """
 
     root: str
@@ -55,6 +63,8 @@ class Scan:
     systems: dict[str, SystemRecord] = field(default_factory=dict)
     errors: list[FileError] = field(default_factory=list)
     folders: int = 0
+    tables: list[TableRead] = field(default_factory=list)
+    differences: list[str] = field(default_factory=list)
 
     def extend(self, other: Scan) -> None:
         self.rows += other.rows
@@ -62,6 +72,27 @@ class Scan:
         self.systems.update(other.systems)
         self.errors += other.errors
         self.folders += other.folders
+        self.tables += other.tables
+        self.differences += other.differences
+
+    def add_table(self, table: TableRead) -> None:
+        self.tables.append(table)
+        self.rows += table.rows
+        self.errors += table.errors
+
+    def merge_duplicates(self) -> None:
+        """One row per result: rows of one key merged (:func:`merge_rows`), in order."""
+        by_key: dict[str, ResultRow] = {}
+        for row in self.rows:
+            old = by_key.get(row.key)
+            if old is None:
+                by_key[row.key] = row
+                continue
+            merged = merge_rows(old, row)
+            by_key[row.key] = merged.row
+            if merged.difference:
+                self.differences.append(merged.difference)
+        self.rows = list(by_key.values())
 
 
 def _round_from(path: Path, stop: Path) -> str | None:
@@ -92,6 +123,8 @@ def _walk(tree: Tree, path: Path, depth: int, found: dict[str, list[Path]],
     for f in tree.files(path):
         if is_results_file(tree, f):
             found["runs"].append(f)
+        elif f.name in TABLE_NAMES and is_table(tree, f):
+            found["tables"].append(f)
     if depth >= MAX_DEPTH:
         return
     try:
@@ -171,17 +204,30 @@ def scan(
                             quiet_if_empty=bool(errors), fallback_round=_round_from(stem, stem))
             out.root = str(p)
             out.errors[:0] = errors
+            out.merge_duplicates()
             return out
     if p.is_file():
         tree = Tree(p.parent, lim)
         out = Scan(root=str(p))
+        if is_table(tree, p):
+            out.add_table(read_table(tree, p, round, _label(official)))
+            out.merge_duplicates()
+            return out
         if p.name != "results.json":
-            out.errors.append(FileError(p.name, "is not a folder, a results.json or an archive "
-                                        "(.tar, .tar.gz, .tgz, .tar.bz2, .tar.xz, .zip)"))
+            out.errors.append(FileError(p.name, "is not a folder, a results.json, an official "
+                                        "results table (summary_results.json, summary.json, "
+                                        "summary.csv) or an archive (.tar, .tar.gz, .tgz, "
+                                        ".tar.bz2, .tar.xz, .zip)"))
             return out
         _read_runs(tree, [p], system, out)
         return out
-    return _scan_dir(p, "", round, official, lim, system)
+    out = _scan_dir(p, "", round, official, lim, system)
+    out.merge_duplicates()
+    return out
+
+
+def _label(official: bool) -> Label:
+    return Label.OFFICIAL if official else Label.UNVERIFIED
 
 
 def _read_runs(tree: Tree, paths: list[Path], system: Mapping[str, Any] | None,
@@ -199,17 +245,22 @@ def _scan_dir(root: Path, label: str, round_: str | None, official: bool, limits
               fallback_round: str | None = None) -> Scan:
     tree = Tree(root, limits, label=label)
     out = Scan(root=str(root))
-    found: dict[str, list[Path]] = {"divisions": [], "runs": []}
+    found: dict[str, list[Path]] = {"divisions": [], "runs": [], "tables": []}
     _walk(tree, tree.root, 0, found, out.errors)
     submitters = 0
-    lab = Label.OFFICIAL if official else Label.UNVERIFIED
+    lab = _label(official)
     for division in found["divisions"]:
         rnd = round_ or _round_from(division, tree.root) or fallback_round
         for sub in _submitters(tree, division):
             submitters += 1
             out.extend(_read_submitter(tree, sub, division.name, rnd, lab))
     _read_runs(tree, found["runs"], system, out)
-    if not submitters and not found["runs"] and not out.errors and not quiet_if_empty:
+    for table in found["tables"]:
+        out.add_table(read_table(tree, table, round_, lab,
+                                 fallback_round=_round_from(table.parent, tree.root)
+                                 or fallback_round))
+    if (not submitters and not found["runs"] and not found["tables"] and not out.errors
+            and not quiet_if_empty):
         out.errors.append(FileError(label or str(root), "holds no closed/, open/ or network/ "
                                     "submission tree and no tokenmark results.json: an unknown "
                                     "layout"))

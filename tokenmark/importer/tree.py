@@ -58,6 +58,9 @@ class Limits:
     accuracy_txt: int = 64 * _MiB
     power_log: int = 256 * _MiB
     results_json: int = 64 * _MiB
+    #: An official results table: the largest published one (v5.1 summary_results.json)
+    #: is 2.2 MB.
+    summary_table: int = 64 * _MiB
     archive_member: int = 256 * _MiB
     archive_total: int = 8 * 1024 * _MiB
     archive_members: int = 2_000_000

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -20,13 +20,13 @@ import sqlalchemy as sa
 from tokenmark.resultrows import Label, ResultRow, RunFinding, RunRecord
 from tokenmark.store.schema import findings, results, runs, systems
 
-__all__ = ["Filters", "counts", "fingerprint", "load_rows", "load_runs"]
+__all__ = ["Filters", "counts", "fingerprint", "load_rows", "load_runs", "rows_by_key"]
 
 #: Filters :func:`load_rows` understands: column name -> wanted value (``None``: any).
 Filters = Mapping[str, "str | int | None"]
 _FILTERABLE = frozenset({"round", "division", "category", "availability", "submitter",
                          "system_id", "benchmark", "scenario", "label", "kind", "unit",
-                         "validity"})
+                         "validity", "source"})
 
 
 def _row(m: sa.RowMapping) -> ResultRow:
@@ -44,16 +44,32 @@ def _row(m: sa.RowMapping) -> ResultRow:
         power_unit=m["power_unit"], accuracy=dict(m["accuracy"] or {}),
         weight_data_types=m["weight_data_types"], framework=m["framework"],
         notes=m["notes"], source_path=m["source_path"], content_hash=m["content_hash"],
-        run_hash=m["run_hash"],
+        run_hash=m["run_hash"], source=m["source"], host_processor=m["host_processor"],
+        host_processors_per_node=m["host_processors_per_node"],
+        published_unit=m["published_unit"], quirks=m["quirks"], table_value=m["table_value"],
     )
+
+
+def _select() -> sa.Select[Any]:
+    cols = [c for c in results.columns if c.name not in ("id", "system_ref", "run_ref")]
+    return (sa.select(*cols, runs.c.run_hash)
+            .select_from(results.outerjoin(runs, results.c.run_ref == runs.c.id))
+            .order_by(results.c.natural_key))
+
+
+def rows_by_key(conn: sa.Connection, keys: Sequence[str]) -> dict[str, ResultRow]:
+    """The stored rows of these natural keys (those that exist)."""
+    out: dict[str, ResultRow] = {}
+    for i in range(0, len(keys), 500):
+        stmt = _select().where(results.c.natural_key.in_(keys[i:i + 500]))
+        for m in conn.execute(stmt).mappings():
+            out[m["natural_key"]] = _row(m)
+    return out
 
 
 def load_rows(conn: sa.Connection, filters: Filters | None = None) -> list[ResultRow]:
     """Rows matching ``filters`` (exact matches; scenario case-insensitive), in key order."""
-    cols = [c for c in results.columns if c.name not in ("id", "system_ref", "run_ref")]
-    stmt = (sa.select(*cols, runs.c.run_hash)
-            .select_from(results.outerjoin(runs, results.c.run_ref == runs.c.id))
-            .order_by(results.c.natural_key))
+    stmt = _select()
     for name, value in (filters or {}).items():
         if value is None:
             continue

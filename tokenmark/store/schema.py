@@ -10,7 +10,8 @@ Tables:
 * ``results``: one row per result, published or one of the user's runs; the columns of
   :class:`~tokenmark.resultrows.ResultRow`, plus ``total_accelerators`` and
   ``accelerators_used`` stored for queries. ``natural_key`` (unique) identifies a
-  result across imports; ``label`` says ``official`` or ``unverified``.
+  result across imports; ``label`` says ``official`` or ``unverified``; ``source``
+  what it was read from (``logs``, ``summary table``, ``run``: migration 0003).
 * ``systems``: each system description as published (the whole JSON), cited by
   ``results.system_ref``.
 * ``runs`` and ``findings``: a run's settings, summary, verdicts (whole, as JSON) and
@@ -115,6 +116,12 @@ results = sa.Table(
     sa.Column("system_ref", sa.Integer, sa.ForeignKey("systems.id"), nullable=True),
     sa.Column("run_ref", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"),
               nullable=True),
+    sa.Column("source", sa.String(16), nullable=False, server_default="logs"),
+    sa.Column("host_processor", sa.Text, nullable=False, server_default=""),
+    sa.Column("host_processors_per_node", sa.Integer, nullable=True),
+    sa.Column("published_unit", sa.String(32), nullable=False, server_default=""),
+    sa.Column("quirks", sa.Text, nullable=False, server_default=""),
+    sa.Column("table_value", sa.Double, nullable=True),
     sa.Index("ix_results_benchmark_scenario", "benchmark", "scenario"),
 )
 

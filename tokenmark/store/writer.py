@@ -5,9 +5,14 @@ and is idempotent: every row has a natural key (``results.natural_key``,
 ``systems.natural_key``, ``runs.run_hash``) and is written with
 ``INSERT ... ON CONFLICT``:
 
-* a result or system whose key exists with the same content hash and label is left
-  untouched (re-importing changes nothing, not even a timestamp: there is none);
-* one whose content changed (a corrected log in a newer checkout) is updated in place;
+* a result whose key exists is merged with the stored row
+  (:func:`~tokenmark.resultrows.merge_rows`): the row from the better source is kept
+  (logs over an official table; between two of one source, the newer), fields it lacks
+  are kept from the other, and a table figure that differs from the logs' is reported
+  (:attr:`WriteCounts.differences`). A merge that changes nothing leaves the row
+  untouched (re-importing changes nothing, not even a timestamp: there is none); one
+  that does (a corrected log in a newer checkout) updates it in place;
+* a system whose key exists with the same content hash is left untouched;
 * a run that exists is skipped with its findings (a run file never changes: its key
   is its hash).
 
@@ -28,7 +33,15 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from tokenmark.errors import StoreError
-from tokenmark.resultrows import ResultRow, RunRecord, SystemRecord
+from tokenmark.resultrows import (
+    SOURCE_LOGS,
+    SOURCE_TABLE,
+    ResultRow,
+    RunRecord,
+    SystemRecord,
+    merge_rows,
+)
+from tokenmark.store.reader import rows_by_key
 from tokenmark.store.schema import findings, results, runs, systems
 
 __all__ = ["WriteCounts", "result_values", "write"]
@@ -41,6 +54,7 @@ class WriteCounts:
     unchanged: int = 0
     runs_added: int = 0
     systems_written: int = 0
+    differences: tuple[str, ...] = ()
 
 
 def _insert(conn: sa.Connection, table: sa.Table) -> Any:
@@ -71,7 +85,11 @@ def result_values(row: ResultRow) -> dict[str, Any]:
         "power_unit": row.power_unit, "accuracy": dict(row.accuracy),
         "weight_data_types": row.weight_data_types, "framework": row.framework,
         "notes": row.notes, "source_path": row.source_path,
-        "content_hash": row.content_hash,
+        "content_hash": row.content_hash, "source": row.source,
+        "host_processor": row.host_processor,
+        "host_processors_per_node": row.host_processors_per_node,
+        "published_unit": row.published_unit, "quirks": row.quirks,
+        "table_value": row.table_value,
     }
 
 
@@ -145,28 +163,33 @@ def write(
     system_ids = _write_systems(conn, system_items)
     run_ids, runs_added = _write_runs(conn, run_records)
     all_rows = list(rows) + [r.row for r in run_records]
+    differences: list[str] = []
     by_key: dict[str, ResultRow] = {}
-    for r in all_rows:
-        by_key[r.key] = r  # a later duplicate of one key wins (one row per key)
+    for r in all_rows:  # rows of one key in one import merge as they would across imports
+        prior = by_key.get(r.key)
+        if prior is None:
+            by_key[r.key] = r
+        else:
+            m = merge_rows(prior, r)
+            by_key[r.key] = m.row
+            differences += [m.difference] if m.difference else []
     keys = sorted(by_key)
-    existing: dict[str, tuple[str, str]] = {}
-    for chunk in _chunks(keys, 500):
-        for key, chash, label in conn.execute(
-                sa.select(results.c.natural_key, results.c.content_hash, results.c.label)
-                .where(results.c.natural_key.in_(chunk))):
-            existing[key] = (chash, label)
+    existing = rows_by_key(conn, keys)
     values: list[dict[str, Any]] = []
     added = updated = unchanged = 0
     for key in keys:
         r = by_key[key]
         old = existing.get(key)
-        if old == (r.content_hash, r.label.value):
-            unchanged += 1
-            continue
-        if old is None:
-            added += 1
-        else:
+        if old is not None:
+            m = merge_rows(old, r)
+            differences += [m.difference] if m.difference else []
+            if m.row == old:
+                unchanged += 1
+                continue
+            r = m.row
             updated += 1
+        else:
+            added += 1
         v = result_values(r)
         v["system_ref"] = system_ids.get(_system_key(r))
         v["run_ref"] = run_ids.get(r.run_hash) if r.run_hash else None
@@ -177,8 +200,11 @@ def write(
         stmt = ins.on_conflict_do_update(
             index_elements=[results.c.natural_key],
             set_={c: ins.excluded[c] for c in changing},
-            where=sa.or_(results.c.content_hash != ins.excluded.content_hash,
-                         results.c.label != ins.excluded.label),
+            # a row another writer stored from the logs meanwhile is never replaced by a
+            # table's row (PostgreSQL: the read above does not lock absent keys)
+            where=sa.not_(sa.and_(results.c.source == SOURCE_LOGS,
+                                  ins.excluded.source == SOURCE_TABLE)),
         )
         conn.execute(stmt, values)
-    return WriteCounts(added, updated, unchanged, runs_added, len(system_ids))
+    return WriteCounts(added, updated, unchanged, runs_added, len(system_ids),
+                       tuple(dict.fromkeys(differences)))
