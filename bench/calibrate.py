@@ -2,9 +2,10 @@
 
 For each round R of ``--rounds`` (v5.1, v6.0, v6.1) the efficiency parameters are fitted
 on the rows of the rounds before R only and every row of R the simulator can represent
-is predicted with them (tokenmark/sim/calibration.py); the rows come from the results
-CSV (the rounds no official table covers: v4.1) and the official summary tables
-(v5.1, v6.0, v6.1). Writes to OUT:
+is predicted with them (tokenmark/sim/calibration.py); the rows come from the packaged
+table of published LLM results (tokenmark/data/published.csv.gz: the official summary
+tables of v4.1-v6.1), or with --csv/--tables from the results CSV (for the rounds no
+table covers) and the official summary tables given. Writes to OUT:
 
 - forward_rows.csv: every row, eligible or not (and why), with its forward step,
   parameter groups, chosen deployment, prediction and absolute percentage error;
@@ -31,11 +32,11 @@ import time
 from pathlib import Path
 
 from tokenmark.sim.calibration_report import read_scored, write_forward
+from tokenmark.sim.published import read_rounds
 from tokenmark.sim_api import calibrate
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "shared" / "mlperf"
-DEFAULT_CSV = DATA / "llm_results_v4.1_v5.1.csv"
 
 
 def _pct(v: float) -> str:
@@ -58,7 +59,10 @@ def _print(tables: dict) -> None:  # type: ignore[type-arg]
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
+    ap.add_argument("--csv", type=Path, default=None,
+                    help="read the results CSV and the official tables instead of the "
+                         "packaged table (e.g. tests/data/shared/mlperf/"
+                         "llm_results_v4.1_v5.1.csv)")
     ap.add_argument("--tables", type=Path, nargs="*",
                     default=sorted((DATA / "summaries").glob("*.json")))
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "calibration")
@@ -88,7 +92,8 @@ def main() -> None:
         return
     t = time.perf_counter()
     rounds = [r for r in args.rounds.split(",") if r]
-    rep = calibrate(args.csv, list(args.tables), args.out, rounds_=rounds,
+    rows = read_rounds(args.csv, list(args.tables)) if args.csv else None
+    rep = calibrate(rows, args.out, rounds_=rounds,
                     score=args.score.split(",") if args.score else None,
                     server=not args.offline_only, workers=args.workers,
                     requests=args.requests, cache_dir=args.cache,

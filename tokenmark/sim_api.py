@@ -59,7 +59,7 @@ from tokenmark.sim.calibration import CalibrationReport, forward_evaluation
 from tokenmark.sim.cluster import Cluster, Router
 from tokenmark.sim.plan import ClusterSpec, Plan, candidates
 from tokenmark.sim.predict import calibrated, predict
-from tokenmark.sim.published import read_rounds
+from tokenmark.sim.published import PublishedRow, read_packaged
 from tokenmark.sim.report import deployment_json, report_lines
 from tokenmark.sim.run import SimulatedRun, request_arrays, run_simulation
 from tokenmark.sim.scaling import ScalingPoint, scaling_sweep
@@ -301,13 +301,14 @@ def scaling(
     return scaling_sweep(layered, spec, sizes, ds, requests=requests)
 
 
-def calibrate(results_csv: Path, tables: list[Path], out_dir: Path | None = None,
+def calibrate(rows: list[PublishedRow] | None = None, out_dir: Path | None = None,
               **options: Any) -> CalibrationReport:
-    """The forward evaluation on the published results (the CSV for rounds no table
-    covers, and the official summary tables), and the parameters fitted on the rounds
-    before the newest; with ``out_dir``, write the rows, tables and ``efficiency.csv``
-    there (:func:`tokenmark.sim.calibration.forward_evaluation` takes ``options``)."""
-    report = forward_evaluation(read_rounds(results_csv, tables), **options)
+    """The forward evaluation on published results (``rows``; default: the packaged
+    table of every published LLM result, :func:`~tokenmark.sim.published.read_packaged`)
+    and the parameters fitted on the rounds before the newest; with ``out_dir``, write
+    the rows, tables and ``efficiency.csv`` there
+    (:func:`tokenmark.sim.calibration.forward_evaluation` takes ``options``)."""
+    report = forward_evaluation(read_packaged() if rows is None else rows, **options)
     if out_dir is not None:
         report.write(out_dir)
     return report

@@ -13,6 +13,7 @@ from tests.paths import RESULTS_CSV, SHARED_DATA
 from tokenmark.perfmodel import Deployment, Precision, find_accelerator, find_model
 from tokenmark.sim.published import (
     canonical_accelerator,
+    read_packaged,
     read_published,
     read_rounds,
     read_summary,
@@ -78,8 +79,9 @@ def test_every_spelling_of_a_known_accelerator(name, short):
     "AMD Instinct MI300X 192GB HBM3 (x2x8) and AMD Instinct MI355X 288GB HBM3e (x2x8)",
 ])
 def test_heterogeneous_systems_are_refused_with_a_reason(name):
-    assert canonical_accelerator(name) == (
-        None, "heterogeneous system (more than one accelerator type)")
+    short, why = canonical_accelerator(name)
+    assert short is None
+    assert why.startswith("heterogeneous system (more than one accelerator type: ")
 
 
 def test_rows_of_the_new_benchmarks_and_parts_are_read():
@@ -134,3 +136,20 @@ def test_the_csv_and_the_official_table_agree_on_v51():
     rounds = read_rounds(RESULTS_CSV, TABLES.values())
     assert {r.source for r in rounds if r.round == "v5.1"} == {TABLES["v5.1"].name}
     assert {r.source for r in rounds if r.round == "v4.1"} == {RESULTS_CSV.name}
+
+
+def test_the_packaged_table_reads_as_the_official_tables():
+    # data/published.csv.gz (the results database's table, made from the official
+    # tables and the result trees): the same eligible rows per round as the JSON tables,
+    # and v4.1 as the results CSV (301 + 363 = the CSV's 664)
+    rows = read_packaged()
+    ok = Counter(r.round for r in rows if r.eligible)
+    assert ok == {"v4.1": 301, "v5.1": 363, "v6.0": 358, "v6.1": 330}
+    for rnd, path in TABLES.items():
+        table = {(r.submitter, r.system_id, r.benchmark, r.scenario): r.result
+                 for r in read_summary(path) if r.eligible}
+        mine = {(r.submitter, r.system_id, r.benchmark, r.scenario): r.result
+                for r in rows if r.eligible and r.round == rnd}
+        assert mine.keys() == table.keys()
+        for k, v in mine.items():
+            assert v == pytest.approx(table[k], rel=1e-6)

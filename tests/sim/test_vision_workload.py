@@ -29,9 +29,9 @@ P = 16384
 TOKENS = 4096 + 2
 # The ViT (vision.csv): depth 27, hidden 1152, intermediate 4304, 4 mergers into the
 # language model's 4096, temporal patch 2 of 16 x 16 pixels x 3 colours.
-H, I, D = 1152, 4304, 27
+H, INTER, D = 1152, 4304, 27
 EMBED = 2 * P * 3 * 2 * 16 * 16 * H
-LINEAR = 2 * P * (4 * H * H + 2 * H * I)
+LINEAR = 2 * P * (4 * H * H + 2 * H * INTER)
 ATTENTION = 4 * P * P * H
 MERGE = 2 * (P / 4) * ((H * 4) ** 2 + H * 4 * 4096)
 ENCODER = EMBED + D * (LINEAR + ATTENTION) + 4 * MERGE  # ~48.2 TFLOP

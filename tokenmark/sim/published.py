@@ -1,18 +1,26 @@
 """Published MLPerf LLM results as calibration rows: what each row was run on, and
 whether the simulator can be held to it.
 
-Two sources, one row type (:class:`PublishedRow`):
+Three sources, one row type (:class:`PublishedRow`):
 
-- the results CSV ``llm_results_v4.1_v5.1.csv`` (:func:`read_published`);
+- the table of published LLM results that ships with tokenmark for the results
+  database (``data/published.csv.gz``, every LLM result of v4.1-v6.1 from the official
+  summary tables and the result trees, made by ``tokenmark published refresh``)
+  (:func:`read_packaged`): what calibration reads by default;
 - the official summary tables of MLCommons (``v5.1_summary_results.json`` and
   ``v6.0_summary_results.json``, JSON lists; ``v6.1_summary.json``, an object keyed
-  ``"0"``..``"N"`` with other field names) (:func:`read_summary`);
+  ``"0"``..``"N"`` with other field names) (:func:`read_summary`), every entry;
+- the results CSV ``llm_results_v4.1_v5.1.csv`` (:func:`read_published`);
   :func:`read_rounds` takes the CSV for the rounds no table covers and every table.
 
-Every name spelling of the three tables and the CSV is resolved here, in one place:
-:data:`ACCELERATOR_SPELLINGS` (substring -> ``accelerators.csv`` short name, the more
-specific first) and :data:`BENCHMARK_SPELLINGS` (the checker's, LoadGen's and the
-tables' own names of a benchmark). A row is **eligible** when
+Accelerator names are read by the results database's normalisation
+(:func:`tokenmark.hardware.accelerator`: ``Intel(R) Arc Pro(R) B60`` and
+``[MAXSUN] MS-Intel Arc Pro B60 Dual 48G Turbo`` are one part, ``NVIDIA VR200`` is
+``NVIDIA Vera Rubin``, ``MI300X (x8) and MI325X (x8)`` is heterogeneous, ``(x87)`` a
+count), then matched to ``accelerators.csv`` by :data:`ACCELERATOR_SPELLINGS`
+(substring -> short name, the more specific first); benchmark names by
+:data:`BENCHMARK_SPELLINGS` (the checker's, LoadGen's and the tables' own names of a
+benchmark). A row is **eligible** when
 
 - it is in the **closed** division (open-division rows may run a different model:
   pruned, fine-tuned, or another checkpoint);
@@ -49,20 +57,23 @@ A power-capped part is its own entry where the table has one (an MI355X capped a
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from tokenmark.errors import ConfigError
+from tokenmark.hardware import accelerator
 from tokenmark.perfmodel import find_accelerator, find_model
 from tokenmark.sim.workloads import workload
 
 __all__ = ["ACCELERATOR_SPELLINGS", "BENCHMARK_SPELLINGS", "PublishedRow",
-           "canonical_accelerator", "canonical_benchmark", "read_published", "read_rounds",
-           "read_summary", "stated_precision"]
+           "canonical_accelerator", "canonical_benchmark", "read_packaged", "read_published",
+           "read_rounds", "read_summary", "stated_precision"]
 
 #: Substring (case-insensitive) -> accelerators.csv short name; the more specific first.
 ACCELERATOR_SPELLINGS: tuple[tuple[str, str], ...] = (
@@ -75,13 +86,9 @@ ACCELERATOR_SPELLINGS: tuple[tuple[str, str], ...] = (
     ("L40S", "L40S"), ("RTX PRO 6000", "RTX PRO 6000 Blackwell Server"),
     ("RTX 4090", "RTX 4090"), ("Jetson AGX Orin", "Jetson AGX Orin 64GB"),
     ("Jetson AGX Thor", "Jetson AGX Thor"), ("Arc Pro B60", "Arc Pro B60"),
-    ("Arc Pro(R) B60", "Arc Pro B60"),
     ("MI355X 288GB HBM3e (Power Cap 1000 W)", "MI350X"),
     ("MI355X", "MI355X"), ("MI350X", "MI350X"), ("MI325X", "MI325X"), ("MI300X", "MI300X"),
 )
-#: Accelerator names no row of accelerators.csv describes (refused by name).
-_UNKNOWN_PARTS = ("Arc Pro(R) B70", "Arc(TM) Pro B70", "Arc Pro(R) B50", "RTX PRO 4500",
-                  "MI350P", "GB10", "Radeon 8060S")
 #: Every spelling of a benchmark in the tables -> the checker's name.
 BENCHMARK_SPELLINGS: Mapping[str, str] = {
     "llama2-70b-99": "llama2-70b-99", "llama2-70b-99.9": "llama2-70b-99.9",
@@ -94,7 +101,6 @@ BENCHMARK_SPELLINGS: Mapping[str, str] = {
 }
 _LLM_WORDS = ("llama", "mixtral", "deepseek", "gpt-oss", "gptj", "qwen")
 _METRICS = {"tokens/s": "tokens/s", "samples/s": "samples/s", "queries/s": "queries/s"}
-_COUNT = re.compile(r"\(x(\d+)(?:x(\d+))?\)")
 
 
 @dataclass(frozen=True)
@@ -134,30 +140,21 @@ class PublishedRow:
         return self.total * self.gpus_per_listed
 
 
-def _parts(name: str) -> list[tuple[int, int, str]]:
-    """The accelerator types a name mentions: (start, end, short name or unknown
-    spelling), a match inside a longer one left out (``B300`` inside ``GB300``)."""
-    low = name.lower()
-    spans: list[tuple[int, int, str]] = []
-    keys = [(k, s) for k, s in ACCELERATOR_SPELLINGS] + [(k, k) for k in _UNKNOWN_PARTS]
-    for key, short in sorted(keys, key=lambda ks: -len(ks[0])):
-        for m in re.finditer(re.escape(key.lower()), low):
-            a, b = m.span()
-            if not any(x <= a and b <= y for x, y, _ in spans):
-                spans.append((a, b, short))
-    return sorted(spans)
-
-
 def canonical_accelerator(name: str | None) -> tuple[str | None, str]:
-    """(short name, reason when refused) of a results table's accelerator column."""
-    if not name or name.strip().upper() in ("N/A", "NONE"):
+    """(short name, reason when refused) of a results table's accelerator column: the
+    name read by the results database's normalisation (:func:`tokenmark.hardware.
+    accelerator`: trademark marks and board makers' tags dropped, aliases applied, a
+    list of several kinds found heterogeneous), then matched to ``accelerators.csv``."""
+    hw = accelerator(name or "")
+    if not hw.parts:
         return None, "CPU-only system: no accelerator to model"
-    parts = _parts(name)
-    if len({short for _, _, short in parts}) > 1 or len(_COUNT.findall(name)) > 1:
-        return None, "heterogeneous system (more than one accelerator type)"
-    if parts and parts[0][2] not in _UNKNOWN_PARTS:
-        return parts[0][2], ""
-    return None, f"accelerator {name.strip()!r} is not in accelerators.csv"
+    if hw.heterogeneous:
+        return None, f"heterogeneous system (more than one accelerator type: {hw.name})"
+    low = hw.parts[0].name.lower()
+    for key, short in ACCELERATOR_SPELLINGS:
+        if key.lower() in low:
+            return short, ""
+    return None, f"accelerator {hw.parts[0].name!r} is not in accelerators.csv"
 
 
 def canonical_benchmark(name: str) -> tuple[str | None, str]:
@@ -234,10 +231,9 @@ def _row(i: int, f: Mapping[str, Any], source: str) -> PublishedRow:
         if f["metric"] not in _METRICS.values():
             reasons.append(f"metric {f['metric']!r} is not a throughput")
     total = f["total"]
-    counted = _COUNT.findall(name)
-    if acc is not None and len(counted) == 1:
-        a, b = counted[0]
-        total = int(a) * (int(b) if b else 1)  # "(x87)": the count the name states
+    stated = accelerator(name).parts[0].count if acc is not None else None
+    if stated:
+        total = stated  # "(x87)": the count the name states
     if total <= 0 and acc is not None and not reasons:
         reasons.append("no accelerator count")
     vendor = find_accelerator(acc).vendor if acc is not None else "other"
@@ -325,6 +321,32 @@ def read_summary(path: Path) -> list[PublishedRow]:
         if not isinstance(e, dict):
             raise ConfigError(f"{path}: entry {i} is not an object")
         out.append(_row(i, _summary_fields(e, rnd), path.name))
+    return out
+
+
+def read_packaged(path: Path | None = None) -> list[PublishedRow]:
+    """Every row of the packaged table of published LLM results (``data/published.csv.gz``,
+    or a refreshed copy at ``path``), each marked eligible or not (and why)."""
+    if path is None:
+        raw = resources.files("tokenmark.data").joinpath("published.csv.gz").read_bytes()
+    else:
+        raw = path.read_bytes()
+    text = gzip.decompress(raw).decode("utf-8")
+    lines = [ln for ln in text.splitlines() if not ln.startswith("#")]
+    name = path.name if path is not None else "published.csv.gz"
+    out = []
+    for i, r in enumerate(csv.DictReader(lines)):
+        per, nodes = _int(r["accelerators_per_node"]), _int(r["nodes"])
+        out.append(_row(i, {
+            "round": r["round"], "division": r["division"], "submitter": r["submitter"],
+            "system_name": r["system_name"], "system_id": r["system_id"],
+            "accelerator": r["accelerator_model"], "per_node": per, "nodes": nodes,
+            "total": _int(r["accelerators_stated"]) or per * max(nodes, 1),
+            "benchmark": r["benchmark"], "scenario": r["scenario"],
+            "metric": _METRICS.get(r["unit"].lower(), r["unit"]),
+            "result": _float(r["value"]), "samples_per_second": 0.0,
+            "precision": stated_precision(r["weight_data_types"]),
+            "software": r["framework"], "system_type": r["category"]}, name))
     return out
 
 
