@@ -132,8 +132,10 @@ def choose_plan(layered: LayeredSettings, spec: ClusterSpec, dataset: Dataset) -
                 latency_eff=lat_eff, limits=limits if limits.any else None, plans=plans,
                 encoder=enc)
     tried = "; ".join(f"{label}: {v:,.0f}" for label, v in p.tried)
+    what = ("Offline throughput" if name == "Offline" or not limits.any
+            else "the highest rate within the latency limits, to 10%, before the Offline bound")
     return Plan(p.plan.deployment, (*p.plan.notes,
-                                    f"layout searched for {name}: {tried} per second"))
+                                    f"layout searched for {name} ({what}): {tried} per second"))
 
 
 def simulate(

@@ -116,3 +116,42 @@ def test_scaling_reports_efficiency_against_the_smallest_size():
                                     efficiency=EFF), [16], requests=100)[0]
     assert nvl.note == "" and hgx.note == "replica spans scale-up domains"
     assert hgx.communication_share > nvl.communication_share
+
+
+def test_one_prediction_path_for_scaling_calibration_and_simulate():
+    # the same system predicted by simulate --scaling and by calibration's predict()
+    # (what the forward evaluation calls) gives the same figure, for Offline and Server;
+    # Server never above the same deployment's Offline
+    from tokenmark.sim.predict import predict
+    from tokenmark.sim.run import request_arrays
+    from tokenmark.sim_api import choose_plan, simulation_dataset
+
+    spec = ClusterSpec("H200", "llama3.1-8b", per_node=8, efficiency=EFF)
+    for sc in (Scenario.OFFLINE, Scenario.SERVER):
+        layered = build_settings("v6.0", "llama3.1-8b", sc)
+        ds = simulation_dataset(layered)
+        inp, out, enc = request_arrays(ds, "llama3.1-8b")
+        point = scaling(layered, spec, [8], dataset=ds, requests=400)[0]
+        p = predict(spec, sc.value, inp, out, offline_eff=EFF, latency_eff=EFF,
+                    limits=layered.settings.limits if sc is Scenario.SERVER else None,
+                    requests=400, encoder=enc)
+        assert point.tokens_per_second == p.value and point.deployment == p.plan.deployment.label
+        assert p.value <= p.offline_bound * (1 + 1e-12)
+        # a simulated run uses the deployment the same search chose
+        assert choose_plan(layered, spec, ds).deployment.label == p.plan.deployment.label
+
+
+def test_moe_layouts_are_searched_with_and_without_the_draft():
+    from tokenmark.sim.plan import candidates
+
+    labels = [p.deployment.label for p in candidates(
+        ClusterSpec("GB300", "deepseek-r1", nodes=18, per_node=4, efficiency=EFF,
+                    rules_round="v6.1"), 700, 3700)]
+    # a tp group with its experts, a node-wide data-parallel group, the whole NVL72 rack;
+    # each with and without the MTP draft (allowed from v6.0)
+    assert len(labels) == 6
+    assert sum("dp8 ep8" in x for x in labels) == 2 and sum("dp72 ep72" in x for x in labels) == 2
+    assert sum("spec3" in x for x in labels) == 3
+    before = candidates(ClusterSpec("GB300", "deepseek-r1", nodes=18, per_node=4,
+                                    efficiency=EFF, rules_round="v5.1"), 700, 3700)
+    assert not any(p.deployment.spec_tokens for p in before)  # v5.1 rules: no draft
