@@ -20,14 +20,13 @@ Qwen3-VL Interactive 1,306.6 vs 349.29 queries/s (3.74x), DeepSeek-R1 Interactiv
 from __future__ import annotations
 
 import argparse
-import csv
 import time
 from pathlib import Path
 from typing import Any
 
-from tokenmark.perfmodel import Efficiency, find_accelerator
+from tokenmark.perfmodel import find_accelerator
 from tokenmark.sim.calibration import Lengths, limits_for
-from tokenmark.sim.params import efficiency_for
+from tokenmark.sim.params import efficiency_for, read_efficiency
 from tokenmark.sim.plan import ClusterSpec
 from tokenmark.sim.predict import Prediction, predict
 
@@ -41,34 +40,11 @@ ROUND = "v6.1"
 
 
 def _table(path: Path | None) -> Any:
-    """Efficiency lookup: efficiency.csv's rows (the packaged file, or another)."""
-    if path is None:
-        return lambda acc, scenario: efficiency_for(find_accelerator(acc), None, None, scenario)
-    rows = {}
-    with open(path, encoding="utf-8", newline="") as fh:
-        for r in csv.DictReader(fh):
-            rows[(r["family"], r["stack"], r["round"], r["scenario"])] = Efficiency(
-                mfu=float(r["mfu"]), mbu=float(r["mbu"]),
-                step_overhead_ns=int(float(r["step_overhead_us"]) * 1000),
-                seq_overhead_ns=int(float(r["seq_overhead_us"]) * 1000),
-                size_exponent=float(r["size_exponent"]),
-                serial_fraction=float(r["serial_fraction"]),
-                source=f"{path.name}: {r['family']}/{r['stack']}/{r['round']}")
-
-    def lookup(acc: str, scenario: str) -> Efficiency:
-        a = find_accelerator(acc)
-        want = scenario if scenario in ("Offline", "Interactive") else "Server"
-        own = sorted((k for k in rows if k[0] == a.architecture and k[1] == "trtllm"
-                      and k[2] != "*" and k[3] == want), key=lambda k: k[2])
-        if own:
-            return rows[own[-1]]
-        for fam, st in ((a.architecture, "trtllm"), (a.architecture, "*"), (a.vendor, "*"),
-                        ("*", "*")):
-            if (fam, st, "*", want) in rows:
-                return rows[(fam, st, "*", want)]
-        raise KeyError(acc)
-
-    return lookup
+    """Efficiency lookup as every prediction makes it (tokenmark.sim.params.efficiency_for)
+    over the packaged efficiency.csv or another one."""
+    rows = read_efficiency(path) if path is not None else None
+    return lambda acc, scenario: efficiency_for(find_accelerator(acc), "trtllm", None,
+                                                scenario, rows)
 
 
 def _predict(acc: str, bench: str, scenario: str, nodes: int, eff: Any, lengths: Lengths,

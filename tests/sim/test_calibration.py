@@ -186,3 +186,21 @@ def test_each_scenario_takes_its_own_calibrated_row(monkeypatch):
     assert params.efficiency_for(h100, round_="v4.1", scenario="Interactive").mbu == 0.4
     # a stack without its own rows falls back to the architecture's row for any scenario
     assert params.efficiency_for(h100, stack="vllm", scenario="Offline").mbu == 0.7
+
+
+def test_a_new_architecture_takes_its_vendors_most_capable_one():
+    # Rubin has no calibrated rows: it takes Blackwell Ultra's (GB300 15 PF FP4, the
+    # NVIDIA architecture with rows whose part computes most), not the NVIDIA-wide row
+    from tokenmark.sim import params
+
+    def row(fam: str, mbu: float) -> params.EfficiencyRow:
+        return params.EfficiencyRow(fam, "*", "*", Efficiency(mbu=mbu), 3, 0.05, "Server")
+
+    rows = (row("Hopper", 0.3), row("Blackwell Ultra", 0.55), row("NVIDIA", 0.4),
+            row("CDNA 3", 0.2), row("AMD", 0.25))
+    vr = find_accelerator("VR200")
+    assert params.efficiency_for(vr, scenario="Server", rows=rows).mbu == 0.55
+    # CDNA 4 (MI355X) without rows: CDNA 3's, the only AMD architecture with rows
+    assert params.efficiency_for(find_accelerator("MI355X"), rows=rows).mbu == 0.2
+    # an architecture with its own rows keeps them
+    assert params.efficiency_for(find_accelerator("H200"), rows=rows).mbu == 0.3

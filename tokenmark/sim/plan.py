@@ -53,7 +53,7 @@ from tokenmark.perfmodel import (
     find_accelerator,
     find_model,
 )
-from tokenmark.sim.params import efficiency_for
+from tokenmark.sim.params import efficiency_for, round_key
 from tokenmark.sim.workloads import workload
 
 __all__ = ["TARGET_BATCH", "ClusterSpec", "Plan", "candidates", "plan_deployment", "round_key"]
@@ -202,11 +202,6 @@ def _sized(base: Deployment, spec: ClusterSpec, topo: Topology, tp: int, dp: int
                 policy=pol, spec_tokens=spec_tokens)
     d.check()
     return d
-
-
-def round_key(name: str) -> tuple[int, ...]:
-    """``"v6.1"`` -> ``(6, 1)``, for ordering MLPerf rounds."""
-    return tuple(int(x) for x in name.strip().lower().lstrip("v").split(".") if x.isdigit())
 
 
 def _draft_tokens(spec: ClusterSpec, model: ModelArch) -> tuple[int, ...]:
