@@ -256,21 +256,26 @@ def _run(fn: Callable[[Any], Any], jobs: list[Any], workers: int, cache_dir: Pat
     say(f"  {name}: {len(jobs)} jobs, {len(jobs) - len(todo)} cached, "
         f"{len(unique)} to run")
     order = list(unique.values())
-    if workers > 1 and len(order) > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            fresh = list(pool.map(fn, [jobs[i] for i in order], chunksize=1))
-    else:
-        fresh = []
-        for n, i in enumerate(order):
-            fresh.append(fn(jobs[i]))
-            if n % 25 == 24:
-                say(f"    {n + 1}/{len(order)}")
-    for i, v in zip(order, fresh, strict=True):
+
+    def keep(i: int, v: Any) -> None:
         got[keys[i]] = v
-        if store is not None:
+        if store is not None:  # as each finishes, so an interrupted run loses none
             store.mkdir(parents=True, exist_ok=True)
             with open(store / f"{keys[i]}.pkl", "wb") as fh:
                 pickle.dump(v, fh, protocol=5)
+
+    if workers > 1 and len(order) > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            for n, (i, v) in enumerate(zip(order, pool.map(fn, [jobs[i] for i in order],
+                                                            chunksize=1), strict=True)):
+                keep(i, v)
+                if n % 25 == 24:
+                    say(f"    {n + 1}/{len(order)}")
+    else:
+        for n, i in enumerate(order):
+            keep(i, fn(jobs[i]))
+            if n % 25 == 24:
+                say(f"    {n + 1}/{len(order)}")
     return [got[k] for k in keys]
 
 
