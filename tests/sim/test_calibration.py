@@ -204,3 +204,15 @@ def test_a_new_architecture_takes_its_vendors_most_capable_one():
     assert params.efficiency_for(find_accelerator("MI355X"), rows=rows).mbu == 0.2
     # an architecture with its own rows keeps them
     assert params.efficiency_for(find_accelerator("H200"), rows=rows).mbu == 0.3
+
+
+def test_offline_trace_counts_the_answers_tokens_under_beam_search():
+    # GPT-J decodes 4 beams a request; MLPerf counts the returned answer's tokens (its
+    # tokens/s is 69 x samples/s): n requests of 40 output tokens are 40 n tokens
+    from tokenmark.sim.predict import offline_trace
+
+    d = Deployment(find_accelerator("H100"), find_model("gptj-99"), Precision.FP8,
+                   efficiency=UNIT, policy=ServingPolicy(beams=4))
+    inp, out = np.full(50, 800), np.full(50, 40)
+    n = offline_trace(d, inp, out, samples=True).units  # the requests it ran
+    assert n >= 8192 and offline_trace(d, inp, out).units == pytest.approx(40 * n)

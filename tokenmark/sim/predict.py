@@ -83,7 +83,8 @@ def offline_trace(d: Deployment, inputs: np.ndarray, outputs: np.ndarray, *,
     ``OFFLINE_SECONDS`` of work at the sizing efficiency (at least the dataset's
     ``DATASET_SAMPLES`` requests spread over the replicas), each step's compute and
     memory time at 100% efficiency, communication and sequences. ``samples``: its units
-    are requests, else output tokens; ``encoder``: each sample's vision-encoder FLOPs.
+    are requests, else output tokens (of the answer: one beam's with beam search);
+    ``encoder``: each sample's vision-encoder FLOPs.
     Kept per deployment and workload."""
     key = (deployment_key(d), workload_key(inputs, outputs, encoder), samples, seed)
     got = _TRACES.get(key)
@@ -110,7 +111,9 @@ def offline_trace(d: Deployment, inputs: np.ndarray, outputs: np.ndarray, *,
         m0.append(c.memory_ns)
         cm.append(c.comm_ns)
         sq.append(o.plan.batch)
-    units = float(n) if samples else float(eng.tokens_out)
+    # every request runs to its end: its answer's tokens (with beam search, GPT-J's 4
+    # beams, the engine makes width x them; MLPerf counts the answer's)
+    units = float(n) if samples else float(outputs[idx].sum())
     trace = OfflineTrace(np.asarray(c0, np.float64), np.asarray(m0, np.float64),
                          np.asarray(cm, np.float64), np.asarray(sq, np.float64), units,
                          d.replicas, d.model.hidden)
