@@ -62,7 +62,7 @@ import numpy as np
 
 from tokenmark.config.presets import load_round, rounds
 from tokenmark.errors import ConfigError
-from tokenmark.perfmodel import Efficiency, find_accelerator
+from tokenmark.perfmodel import Deployment, Efficiency, find_accelerator
 from tokenmark.settings import LatencyLimits, Scenario
 from tokenmark.sim.calibration_report import CalibrationReport, Level, RowResult
 from tokenmark.sim.fit import OfflineTrace, fit_efficiency, predict_rate
@@ -189,13 +189,13 @@ def _trace_job(job: tuple[Any, ...]) -> OfflineTrace:
 def _invert_job(job: tuple[Any, ...]) -> tuple[int, list[float]]:
     """A latency row's candidate at the nominal pair and, per serial fraction, the
     ``mbu`` at which its simulated result equals the published one."""
-    plans, inp, out, limits, samples, eff, published, requests, enc = job
+    deps, inp, out, limits, samples, eff, published, requests, enc = job
     nominal = replace(eff, mbu=NOMINAL[0], serial_fraction=NOMINAL[1])
-    vals = [server_rate(p.deployment, inp, out, limits, nominal, samples=samples,
+    vals = [server_rate(d, inp, out, limits, nominal, samples=samples,
                         requests=requests, rel_tol=SCREEN_TOL, encoder=enc)[0]
-            for p in plans]
+            for d in deps]
     k = int(np.argmax(vals))
-    d = plans[k].deployment
+    d = deps[k]
     out_mbu = []
     for serial in SERIALS:
         def f(mbu: float, s: float = serial) -> float:
@@ -229,10 +229,17 @@ def _secant_log(f: Callable[[float], float], a: float, b: float, lo: float, hi: 
 
 
 def _predict_job(job: tuple[Any, ...]) -> tuple[float, str, str, float, float]:
-    spec, scenario, inp, out, off_eff, lat_eff, limits, samples, requests, plans, enc = job
+    spec, scenario, inp, out, off_eff, lat_eff, limits, samples, requests, deps, enc = job
     p = predict(spec, scenario, inp, out, offline_eff=off_eff, latency_eff=lat_eff,
-                limits=limits, samples=samples, requests=requests, plans=plans, encoder=enc)
+                limits=limits, samples=samples, requests=requests,
+                plans=[Plan(d) for d in deps], encoder=enc)
     return p.value, p.plan.deployment.label, p.binding, p.offline_bound, p.unbounded
+
+
+def _deployments(s: Setup) -> tuple[Deployment, ...]:
+    """A row's candidate deployments (what its jobs carry, and their cache keys: not the
+    planner's notes)."""
+    return tuple(p.deployment for p in s.plans)
 
 
 def _run(fn: Callable[[Any], Any], jobs: list[Any], workers: int, cache_dir: Path | None,
@@ -496,7 +503,7 @@ def fit(train: list[Setup], *, server: bool = True, requests: int = 1500,
     say(f"stage 1: size exponent {f.alpha}")
     if server:
         lat = _latency_sample([s for s in train if s.row.scenario != "Offline" and s.limits])
-        ijobs = [(s.plans, s.inputs, s.outputs, s.limits, s.samples,
+        ijobs = [(_deployments(s), s.inputs, s.outputs, s.limits, s.samples,
                   f.offline_params(s)[0], s.row.result, requests, s.encoder) for s in lat]
         say(f"stage 2: inverting {len(ijobs)} latency rows")
         for s, got in zip(lat, _run(_invert_job, ijobs, workers, cache_dir, "inversions",
@@ -569,7 +576,7 @@ def forward_evaluation(
                 lat_eff, used = f.latency_params(s)
             rr.step, rr.group = rnd, used
             jobs.append((s.spec, s.row.scenario, s.inputs, s.outputs, off_eff, lat_eff,
-                         s.limits, s.samples, requests, s.plans, s.encoder))
+                         s.limits, s.samples, requests, _deployments(s), s.encoder))
             todo.append(rr)
         say(f"{rnd}: predicting {len(jobs)} rows")
         for rr, (value, label, binding, bound, unbounded) in zip(

@@ -226,16 +226,18 @@ def candidates(spec: ClusterSpec, mean_input: float, mean_output: float) -> list
     mean_len = mean_input + base.policy.beams * mean_output
     fixed = spec.tp is not None or spec.dp is not None or spec.ep is not None
     layouts: list[tuple[int, int, int, str]] = []  # (tp, dp, ep, why)
+    why_tp: list[str] = []  # the tp rule's outcome, a note of the layouts it made
     if fixed or not m.is_moe:
-        tp = spec.tp or _choose_tp(base, spec, mean_len, topo, notes, ep_follows=False)
-        layouts.append((tp, spec.dp or 1, spec.ep or 1, ""))
+        tp = spec.tp or _choose_tp(base, spec, mean_len, topo, why_tp, ep_follows=False)
+        layouts.append((tp, spec.dp or 1, spec.ep or 1, "; ".join(why_tp)))
         t2 = tp * 2
         if (not fixed and t2 <= topo.domain and spec.count % (t2 * spec.pp) == 0):
             layouts.append((t2, 1, 1, f"tp {t2}: twice the rules' tp (latency limits "
                             "reward wider replicas)"))
     else:
-        tp = _choose_tp(base, spec, mean_len, topo, notes, ep_follows=True)
-        layouts.append((tp, 1, tp, f"experts spread over the tp {tp} group (ep {tp})"))
+        tp = _choose_tp(base, spec, mean_len, topo, why_tp, ep_follows=True)
+        layouts.append((tp, 1, tp, "; ".join([*why_tp, f"experts spread over the tp {tp} "
+                                              f"group (ep {tp})"])))
         g = min(NODE_GROUP, topo.domain, spec.count)
         if spec.pp == 1 and g > 1 and spec.count % g == 0:
             layouts.append((1, g, g, f"attention data-parallel over {g} (dp {g}, ep {g})"))
