@@ -66,6 +66,7 @@ test: lint typecheck imports unit
 
 bench: $(STAMP)
 	$(BIN)/python bench/runner_overhead.py
+	$(BIN)/python bench/progress_view.py
 
 # The HTTP client against a server with exact delays, beside an aiohttp baseline
 bench-client: $(STAMP)

@@ -139,7 +139,7 @@ async def httpx_client(a: argparse.Namespace, out: dict[str, Any]) -> None:
 
 async def scan_client(a: argparse.Namespace, out: dict[str, Any]) -> None:
     """The HTTP stacks compared under one SSE reader (tokenmark's scanner per read)."""
-    from tokenmark.adapters.sse import StreamScanner
+    from tokenmark.adapters.sse import StreamReader
 
     url = a.url + "/v1/completions"
     tokens = 0
@@ -151,7 +151,7 @@ async def scan_client(a: argparse.Namespace, out: dict[str, Any]) -> None:
 
         async def one_aio(session: aiohttp.ClientSession, i: int) -> None:
             nonlocal tokens
-            sc = StreamScanner()
+            sc = StreamReader()
             async with session.post(url, json=payload(i, a.tokens)) as resp:
                 async for data in resp.content.iter_any():
                     if sc.feed(data):
@@ -172,7 +172,7 @@ async def scan_client(a: argparse.Namespace, out: dict[str, Any]) -> None:
 
         async def one_hx(client: httpx.AsyncClient, i: int) -> None:
             nonlocal tokens
-            sc = StreamScanner()
+            sc = StreamReader()
             async with client.stream("POST", url, json=payload(i, a.tokens)) as resp:
                 async for data in resp.aiter_raw():
                     if sc.feed(data):
@@ -197,7 +197,7 @@ async def scan_client(a: argparse.Namespace, out: dict[str, Any]) -> None:
 
         class Ex:
             def __init__(self, fut: asyncio.Future[None]) -> None:
-                self.sc = StreamScanner()
+                self.sc = StreamReader()
                 self.fut = fut
 
             def on_head(self, status: int, headers: dict[str, str], t: int) -> None:

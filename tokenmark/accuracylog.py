@@ -38,7 +38,6 @@ This is a domain module: standard library, numpy and :mod:`tokenmark.lgrandom` o
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ from typing import Any, Final
 import numpy as np
 
 from tokenmark.errors import DatasetError
+from tokenmark.inputs import json_loads
 from tokenmark.lgrandom import MT19937, generate_canonical
 from tokenmark.settings import EffectiveSettings, Mode, Scenario
 
@@ -151,7 +151,7 @@ def parse_accuracy_log(text: str) -> list[dict[str, Any]]:
     not whole int32 values.
     """
     try:
-        doc = json.loads(text)
+        doc = json_loads(text)
     except ValueError as exc:
         raise DatasetError(f"the accuracy log is not JSON (was the run cut short?): "
                            f"{exc}") from None

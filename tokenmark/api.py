@@ -8,10 +8,12 @@ MLPerf log files for MLPerf scenarios).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import os
 import signal
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -39,6 +41,7 @@ from tokenmark.errors import (
 from tokenmark.loadgen.remote import RunDriver
 from tokenmark.loadgen.runner import Runner, RunnerStats, RunOutcome
 from tokenmark.metrics.endpoints import EndpointBreakdown
+from tokenmark.metrics.lengths import LengthTally
 from tokenmark.metrics.summary import Accumulator, Summary, summarize
 from tokenmark.mllog import RunFacts
 from tokenmark.output.accuracy import AccuracyRecorder, accuracy_recorder
@@ -64,7 +67,8 @@ from tokenmark.servers.emulated import (
 )
 from tokenmark.servers.process import ServerProcess
 from tokenmark.settings import EffectiveSettings, Scenario, effective
-from tokenmark.sut import ResponseHandle, SystemUnderTest
+from tokenmark.sut import PromptProbe, ResponseHandle, SystemUnderTest
+from tokenmark.tokenizer import exact_text
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -73,6 +77,7 @@ __all__ = [
     "EXIT_INVALID",
     "EXIT_VALID",
     "EmulatedTarget",
+    "InterruptGuard",
     "RunResult",
     "RunWatcher",
     "SutSpec",
@@ -326,9 +331,11 @@ def run_benchmark(
     else:
         system = driver
     started = dt.datetime.now(dt.UTC)
+    lengths = LengthTally()
+    probes: dict[str, Any] = {}
     coro = _run_async(eff, schedule, dataset, local, clock, output_dir, progress,
-                      drain_timeout_s, recorder, record_consumers, stop_when, factory, driver,
-                      watchers)
+                      drain_timeout_s, recorder, [*record_consumers, lengths.add], stop_when,
+                      factory, driver, watchers, probes)
     if isinstance(clock, FakeClock):
         outcome, summary, verdicts, anchor, per_endpoint = run_virtual(coro, clock)
     else:
@@ -339,11 +346,17 @@ def run_benchmark(
         section, found = w.finish(summary, output_dir)
         sections[w.key] = section
         extra.extend(found)
+    if probes.get("overhead") is not None:
+        s0 = probes.get("sample0")
+        if s0 is not None:
+            lengths.add_probe(s0["planned"], s0["served"])
+        extra.extend(lengths.findings(probes["overhead"], probes.get("note", "")))
     if extra:
         verdicts = with_findings(verdicts, extra)
     doc = _document(layered, eff, dataset, system, summary, verdicts, outcome, started,
                     anchor, virtual_time)
     doc.update(sections)
+    doc["lengths"] = {**lengths.to_json(), "probe": probes}
     if recorder is not None:
         doc["accuracy_log"] = recorder.stats.to_json()
     if driver is not None:
@@ -378,6 +391,7 @@ async def _run_async(
     factory: Callable[[Clock], SystemUnderTest] | None = None,
     driver: RunDriver | None = None,
     watchers: Sequence[RunWatcher] = (),
+    probes: dict[str, Any] | None = None,
 ) -> tuple[RunOutcome, Summary, Verdicts, tuple[int, int], dict[str, Any]]:
     sink = JsonlRecordSink(output_dir / RECORDS_FILE)
     acc = Accumulator()
@@ -411,6 +425,8 @@ async def _run_async(
     reporter: asyncio.Task[None] | None = None
     if system is not None:
         await system.start()
+        if probes is not None and isinstance(system, PromptProbe):
+            probes.update(await probe_prompts(system, dataset))
     anchor = wall_anchor()
     started_watchers: list[RunWatcher] = []
     try:
@@ -429,6 +445,8 @@ async def _run_async(
             reporter.cancel()
         if handled:
             loop.remove_signal_handler(signal.SIGINT)
+            if InterruptGuard.active is not None:
+                InterruptGuard.active.reinstall()
         sink.close()
         if recorder is not None:
             recorder.close()
@@ -440,10 +458,19 @@ async def _run_async(
                       reason=outcome.interrupt_reason)
     summary = summarize(data, eff)
     gaps = outcome.closed_gaps_ns
+    causes: dict[str, Any] = {}
+    for w in watchers:  # the client monitor measured what a late send can be blamed on
+        figures = getattr(w, "client_figures", None)
+        if callable(figures):
+            causes.update(figures())
+    stats = getattr(system, "stats", None)  # an HTTP SUT's per-endpoint statistics
+    if isinstance(stats, list) and stats and hasattr(stats[0], "connect_waits"):
+        causes["connect_waits"] = sum(st.connect_waits for st in stats)
     client = ClientStats(
         issue_span_ns=outcome.issue_span_ns,
         closed_gap_p99_ns=int(np.sort(gaps)[int(gaps.size * 0.99)]) if gaps.size else 0,
         closed_gap_count=int(gaps.size),
+        **causes,
     )
     verdicts = evaluate(summary, eff, client)
     data.itl.close()
@@ -481,12 +508,118 @@ def _run_facts(
     )
 
 
-def _install_sigint(loop: asyncio.AbstractEventLoop, runner: Runner | RunDriver) -> bool:
-    def on_sigint() -> None:
-        if runner.stopping:
-            raise KeyboardInterrupt  # a second Ctrl-C: stop at once
-        runner.request_stop("interrupted by the user (Ctrl-C)")
+def run_title(system: SystemUnderTest | RunDriver, benchmark: str, scenario: str) -> str:
+    """What a run measured, for titles and lists: an HTTP target's served model and server
+    software; otherwise the benchmark preset."""
+    d = system.describe()
+    if "served_model" in d:
+        return f"{system.name} · {scenario}"
+    return f"{benchmark} {scenario}"
 
+
+async def probe_prompts(system: PromptProbe, dataset: Dataset) -> dict[str, Any]:
+    """Measure once what the server adds to every prompt (a chat template's tokens, a
+    BOS token): one request whose prompt is one word of the dataset's tokenizer, and one
+    with the first sample's prompt (checked even when the stream reports no prompt
+    tokens). Not measured for datasets whose samples are conversations (the template adds
+    tokens per message there), nor when the system's ``length_probe`` is off."""
+    if not getattr(system, "length_probe", True):
+        return {"overhead": None, "note": "; not judged: the length probe is off"}
+    first = dataset.sample(0)
+    msgs = first.messages if first.is_chat else None
+    if msgs is not None and len(msgs) > 1:
+        return {"overhead": None, "note": "; not judged: samples hold several messages"}
+    tok = getattr(dataset, "tokenizer", None)
+    words = tok.word_ids() if tok is not None and hasattr(tok, "word_ids") else None
+    if tok is None or not words:
+        return {"overhead": None, "note": "; not judged: no tokenizer vocabulary to probe"}
+    text, ids = exact_text(tok, [words[len(words) // 2]])
+    try:
+        overhead = await system.prompt_overhead(text, len(ids))
+        # the first sample's prompt too: a server whose stream reports no prompt_tokens
+        # (llama.cpp) is still checked on one real prompt
+        extra = None if overhead is None or first.is_chat else await system.prompt_overhead(
+            first.prompt, first.input_tokens)
+    except (OSError, TimeoutError, ConnectionError) as e:
+        return {"overhead": None, "note": f"; not judged: the probe failed ({e})"}
+    note = "" if overhead is not None else "; not judged: the probe got no prompt_tokens"
+    out: dict[str, Any] = {"overhead": overhead, "text": text, "planned": len(ids),
+                           "note": note}
+    if extra is not None and overhead is not None:
+        out["sample0"] = {"planned": first.input_tokens,
+                          "served": first.input_tokens + extra}
+    return out
+
+
+class InterruptGuard:
+    """Ctrl-C (SIGINT) during a run, however many arrive and whenever they arrive.
+
+    Inside ``with InterruptGuard():`` (main thread) no SIGINT raises KeyboardInterrupt;
+    each is counted (:attr:`count`). The first one that arrives during a run, or before
+    it begins, stops the run once, as interrupted; later ones change nothing, so the
+    run's results are always written. Only inside :meth:`skippable` does an interrupt
+    raise KeyboardInterrupt, to skip that step (``tokenmark run``: the report).
+    ``on_stop`` is called in the run's event loop when an interrupt stops it.
+    """
+
+    active: InterruptGuard | None = None
+
+    def __init__(self, on_stop: Callable[[], None] | None = None) -> None:
+        self.count = 0
+        self.on_stop = on_stop
+        self._skippable = False
+        self._old: Any = None
+        self._installed = False
+
+    def __enter__(self) -> InterruptGuard:
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._on_signal)
+            self._installed = True
+        self._outer, InterruptGuard.active = InterruptGuard.active, self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        InterruptGuard.active = self._outer
+        if self._installed:
+            signal.signal(signal.SIGINT, self._old)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.count += 1
+        if self._skippable:
+            self._skippable = False
+            raise KeyboardInterrupt
+
+    def reinstall(self) -> None:
+        """Take SIGINT back (asyncio's ``remove_signal_handler`` gives it to Python)."""
+        if self._installed:
+            signal.signal(signal.SIGINT, self._on_signal)
+
+    @contextlib.contextmanager
+    def skippable(self) -> Iterator[None]:
+        """A step an interrupt may cut short: it raises KeyboardInterrupt inside."""
+        self._skippable = True
+        try:
+            yield
+        finally:
+            self._skippable = False
+
+
+def _install_sigint(loop: asyncio.AbstractEventLoop, runner: Runner | RunDriver) -> bool:
+    guard = InterruptGuard.active
+    reason = "interrupted by the user (Ctrl-C)"
+
+    def on_sigint() -> None:
+        if guard is not None:
+            guard.count += 1
+        if runner.stopping:
+            return  # stopping already: the results are being written, whatever comes
+        runner.request_stop(reason)
+        if guard is not None and guard.on_stop is not None:
+            guard.on_stop()
+
+    if guard is not None and guard.count:  # Ctrl-C while the run was being set up
+        guard.count -= 1  # on_sigint counts it again
+        loop.call_soon(on_sigint)
     try:
         loop.add_signal_handler(signal.SIGINT, on_sigint)
         return True
@@ -532,6 +665,7 @@ def _document(
             "benchmark": r.benchmark,
             "scenario": r.scenario.value,
             "mode": r.mode.value,
+            "title": run_title(system, r.benchmark, r.scenario.value),
             "sut": {"name": system.name, **system.describe()},
             "dataset": {"name": dataset.name, "size": len(dataset),
                         "fingerprint": dataset.fingerprint, **describe_dataset(dataset)},

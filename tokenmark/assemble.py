@@ -12,13 +12,14 @@ Both raise :class:`~tokenmark.errors.BadInputError` subclasses with one-line mes
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from tokenmark.adapters.openai_http import OpenAIHttpSUT
-from tokenmark.adapters.openai_target import OpenAIConfig, check_target
+from tokenmark.adapters.openai_target import OpenAIConfig, api_key, check_target, secrets
+from tokenmark.adapters.server_tokenizer import ServerTokenizer
 from tokenmark.adapters.workers import WorkerPoolSUT
 from tokenmark.clock import Clock
 from tokenmark.config.layering import DEMO_MAX_OUTPUT_TOKENS, LayeredSettings
@@ -93,6 +94,9 @@ class Workload:
 
 
 def _tokenizer(spec: WorkloadSpec) -> Tokenizer:
+    if spec.tokenizer == "server":
+        raise ConfigError("--tokenizer server builds prompts through an HTTP target's own "
+                          "tokenizer; give --url (or --tokenizer PATH)")
     if spec.tokenizer in ("", "builtin"):
         if spec.chat_template or spec.chat_template_file:
             raise ConfigError("the built-in tokenizer has no chat template; give --tokenizer "
@@ -101,14 +105,16 @@ def _tokenizer(spec: WorkloadSpec) -> Tokenizer:
     return load_hf_tokenizer(spec.tokenizer, chat_template=spec.chat_template_file)
 
 
-def build_workload(spec: WorkloadSpec, layered: LayeredSettings) -> Workload:
-    """The dataset (and trace schedule) a run sends, shaped by the benchmark's preset."""
+def build_workload(spec: WorkloadSpec, layered: LayeredSettings,
+                   tokenizer: Tokenizer | None = None) -> Workload:
+    """The dataset (and trace schedule) a run sends, shaped by the benchmark's preset.
+    ``tokenizer`` replaces the one ``spec.tokenizer`` names (``--tokenizer server``)."""
     preset = layered.preset
     s = layered.settings
     max_out = preset.max_output_tokens or 128
     if s.profile == "demo":
         max_out = min(max_out, DEMO_MAX_OUTPUT_TOKENS)
-    tok = _tokenizer(spec)
+    tok = tokenizer or _tokenizer(spec)
     outl = LengthDistribution.parse(spec.output_lengths) if spec.output_lengths else None
     if spec.trace is not None:
         if spec.dataset is not None:
@@ -176,10 +182,30 @@ def _with_images(ds: Dataset, spec: WorkloadSpec) -> Dataset:
     return ImageDataset(ds, src, spec.images_per_request)
 
 
-def http_sut_factory(config: OpenAIConfig, *, workers: int = 0
+def server_tokenizer(config: OpenAIConfig) -> ServerTokenizer:
+    """``--tokenizer server``: the target's own tokenizer (its first URL), the model
+    checked first. Raises ConfigError/TargetError naming the fix."""
+    checked = check_target(replace(config, tokenizer=""))
+    key = api_key(checked)
+    headers = [*(("Authorization", f"Bearer {key}"),) * bool(key), *checked.headers]
+    return ServerTokenizer(checked.urls[0], checked.model, headers=headers,
+                           timeout_s=checked.connect_timeout_s or 30.0,
+                           secrets=secrets(checked, key))
+
+
+def prebuild(dataset: Dataset) -> int:
+    """Build every sample now (a tokenizer that asks a server remembers each prompt, so
+    the run itself never waits for one); returns how many."""
+    for i in range(len(dataset)):
+        dataset.sample(i)
+    return len(dataset)
+
+
+def http_sut_factory(config: OpenAIConfig, *, workers: int = 0, check: bool = True
                      ) -> Callable[[Clock], SystemUnderTest]:
-    """Check the target now (one clear line on failure) and return the SUT factory."""
-    checked = check_target(config)
+    """Check the target now (one clear line on failure; ``check=False``: the caller did)
+    and return the SUT factory."""
+    checked = check_target(config) if check else config
     if workers < 0:
         raise ConfigError(f"--workers must be >= 0 (got {workers})")
 

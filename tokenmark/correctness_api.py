@@ -30,6 +30,7 @@ from tokenmark.config.presets import find_benchmark
 from tokenmark.dataset import Dataset
 from tokenmark.engines.hf import HFEngine
 from tokenmark.errors import ConfigError, DatasetError
+from tokenmark.inputs import MIB, load_json_object
 from tokenmark.scoring.evaluate import AccuracyReport, TargetResult, accuracy_txt, evaluate, gate
 from tokenmark.servers.engine_http import EngineHTTPServer
 from tokenmark.sources.hf_tokenizer import load_hf_tokenizer
@@ -64,9 +65,8 @@ def _run_doc(results_dir: Path) -> dict[str, object]:
     p = results_dir / "results.json"
     if not p.is_file():
         raise DatasetError(f"{results_dir}: no results.json; give a tokenmark results folder")
-    doc = json.loads(p.read_text(encoding="utf-8"))
-    assert isinstance(doc, dict)
-    return doc
+    return load_json_object(p, "results.json", "give a tokenmark results folder",
+                            max_bytes=64 * MIB, error=DatasetError)
 
 
 @dataclass(frozen=True)

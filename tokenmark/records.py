@@ -31,6 +31,7 @@ __all__ = [
     "Query",
     "RecordSink",
     "RequestRecord",
+    "ResponseDetails",
     "Sample",
     "TokenSource",
 ]
@@ -49,6 +50,7 @@ class ErrorClass(StrEnum):
     TIMEOUT_CONNECT = "timeout_connect"
     TIMEOUT_FIRST_TOKEN = "timeout_first_token"
     TIMEOUT_REQUEST = "timeout_request"
+    EMPTY_RESPONSE = "empty_response"  # the answer ended without one output token
     SUT_ERROR = "sut_error"  # an in-process system under test raised or reported failure
     UNANSWERED = "unanswered"  # never completed: the run ended (Ctrl-C, crash, lost worker)
     NOT_SENT = "not_sent"  # scheduled but never sent because the run stopped first
@@ -258,6 +260,28 @@ class RequestRecord:
     reasoning_tokens: int = -1
     #: When the first answer (not reasoning) token arrived; -1: never, or not tracked.
     first_answer_ns: int = -1
+    #: The prompt tokens the server counted (usage ``prompt_tokens``), beside the planned
+    #: ``input_tokens``; -1 when not reported.
+    server_input_tokens: int = -1
+    #: Why the answer ended, as the server said (``length``, ``stop``, ...); "" unknown.
+    finish_reason: str = ""
+    #: Output tokens counted from the streamed events (see ``token_basis``); -1: not
+    #: streamed.
+    stream_tokens: int = -1
+    #: How ``chunk_tokens`` and ``stream_tokens`` were counted: ``ids`` / ``logprobs``
+    #: (the server's token ids or logprobs per event), ``events`` (one token per event,
+    #: from a server known to stream that way), ``usage`` (events not known to carry
+    #: one token each: ``chunk_tokens`` spread so they add up to the usage), ``chunks``
+    #: (one per event assumed, nothing to check it by); "" not streamed or not told.
+    token_basis: str = ""
+    #: The output length the request demanded exactly (``ignore_eos``, or ``min_tokens``
+    #: equal to ``max_tokens``); -1 when the server could stop earlier.
+    demanded_output_tokens: int = -1
+
+    @property
+    def served_input_tokens(self) -> int:
+        """The prompt's length as served: the server's count, else the planned one."""
+        return self.server_input_tokens if self.server_input_tokens >= 0 else self.input_tokens
 
     @property
     def ok(self) -> bool:
@@ -271,6 +295,18 @@ class RequestRecord:
     def answer_tokens(self) -> int:
         """Output tokens that are not reasoning (all of them when none was reported)."""
         return self.output_tokens - max(self.reasoning_tokens, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseDetails:
+    """What a system under test learned about an answer beyond its tokens and times
+    (:class:`~tokenmark.sut.DetailsHandle`). A field left at its default was not given:
+    a SUT may report details in several calls (at issue, at the end)."""
+
+    finish_reason: str = ""
+    stream_tokens: int = -1
+    token_basis: str = ""
+    demanded_output_tokens: int = -1
 
 
 class RecordSink(Protocol):

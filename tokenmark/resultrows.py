@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -76,6 +76,7 @@ __all__ = [
     "accelerator_vendor",
     "higher_is_better",
     "is_llm_benchmark",
+    "merge_all",
     "merge_rows",
     "round_order",
     "scale_label",
@@ -436,6 +437,24 @@ def merge_rows(old: ResultRow, new: ResultRow) -> Merged:
         fill["table_value"] = other.value
         difference = _difference(winner, other)
     return Merged(replace(winner, **fill) if fill else winner, difference)
+
+
+def merge_all(rows: Iterable[ResultRow], into: Mapping[str, ResultRow] | None = None
+              ) -> tuple[dict[str, ResultRow], list[str]]:
+    """``rows`` merged into ``into`` (by key, in order, with :func:`merge_rows`): one row
+    per result, and the differences found."""
+    by_key = dict(into or {})
+    differences: list[str] = []
+    for row in rows:
+        old = by_key.get(row.key)
+        if old is None:
+            by_key[row.key] = row
+            continue
+        m = merge_rows(old, row)
+        by_key[row.key] = m.row
+        if m.difference:
+            differences.append(m.difference)
+    return by_key, differences
 
 
 def _difference(logs: ResultRow, table: ResultRow) -> str | None:

@@ -26,7 +26,6 @@ per-file import problems are data in :class:`ImportReport`.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -39,6 +38,7 @@ from tokenmark import __version__, analyses, datadir, hardware
 from tokenmark.errors import AnalysisError, BadInputError
 from tokenmark.importer.checker import canonical_benchmark, canonical_scenario
 from tokenmark.importer.packaged import PublishedTable, load, packaged_path
+from tokenmark.inputs import MIB, load_json_object
 from tokenmark.resultrows import Label, ResultRow, RunRecord, merge_rows
 
 if TYPE_CHECKING:
@@ -140,13 +140,8 @@ def _system_file(path: PathLike | None) -> Mapping[str, Any] | None:
     if path is None:
         return None
     p = Path(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadInputError(f"cannot read system description {p} ({exc}); give a "
-                            "systems/<id>.json file") from None
-    if not isinstance(doc, dict):
-        raise BadInputError(f"system description {p} is not a JSON object")
+    doc = load_json_object(p, "system description", "give a systems/<id>.json file",
+                           max_bytes=16 * MIB)
     doc.setdefault("system_id", p.stem)
     return doc
 

@@ -12,7 +12,15 @@ Two verdicts, never mixed (DESIGN.md):
   verdict (where applicable) is VALID too; the CLI's exit code follows it.
 
 Every finding records which verdict it belongs to, what was observed, what was
-required, and how to fix a failure.
+required, how to fix a failure, and its level: a ``fail`` finding that did not pass makes
+its verdict INVALID; a ``warn`` finding (``machine_busy``) never does, it only says what
+to distrust.
+
+Findings of tokenmark's verdict about lengths and counts (issue "truth against real
+servers"): ``input_length_agreement`` (fail), ``output_length`` (fail),
+``stream_usage_agreement`` (fail); about the client machine: ``client_saturation``
+(fail: only when tokenmark's own processes were the bottleneck) and ``machine_busy``
+(warn: other processes' CPU).
 """
 
 from __future__ import annotations
@@ -38,7 +46,11 @@ __all__ = [
     "Verdicts",
     "client_bottleneck",
     "evaluate",
+    "input_length_agreement",
+    "machine_busy",
+    "output_length",
     "server_counts",
+    "stream_usage_agreement",
     "with_findings",
 ]
 
@@ -63,12 +75,20 @@ class Finding:
     required: str
     advice: str = ""
     detail: str = ""  # longer text, e.g. LoadGen's early-stopping lines
+    #: ``fail``: not passing makes the verdict INVALID; ``warn``: it never does.
+    level: str = "fail"
+
+    @property
+    def blocks(self) -> bool:
+        """Whether this finding makes its verdict INVALID."""
+        return not self.passed and self.level == "fail"
 
     def to_json(self) -> dict[str, object]:
         return {
             "rule": self.rule,
             "verdict": self.verdict.value,
             "passed": self.passed,
+            "level": self.level,
             "observed": self.observed,
             "required": self.required,
             "advice": self.advice,
@@ -84,7 +104,7 @@ class Verdict:
 
     @property
     def failed(self) -> tuple[Finding, ...]:
-        return tuple(f for f in self.findings if not f.passed)
+        return tuple(f for f in self.findings if f.blocks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +126,14 @@ class ClientStats:
     issue_span_ns: int = 0  # first to last send of an Offline run
     closed_gap_p99_ns: int = 0  # p99 of (next send - previous completion) per stream
     closed_gap_count: int = 0
+    #: What the send lag can be blamed on, where it was measured (None: not measured):
+    #: cores tokenmark's own processes used, cores other processes used, the event
+    #: loop's p99 lag, and sends that waited for a new connection.
+    own_cores: float | None = None
+    background_cores: float | None = None
+    loop_lag_p99_ns: int | None = None
+    connect_waits: int | None = None
+    cores: int | None = None
 
 
 def _ms(ns: float) -> str:
@@ -128,7 +156,7 @@ def evaluate(summary: Summary, eff: EffectiveSettings, client: ClientStats) -> V
         ml_valid = True
         mlperf = Verdict(VerdictKind.MLPERF, Validity.NOT_APPLICABLE, ())
     own = _tokenmark_findings(summary, eff, client)
-    tm_valid = ml_valid and all(f.passed for f in own)
+    tm_valid = ml_valid and not any(f.blocks for f in own)
     tokenmark = Verdict(
         VerdictKind.TOKENMARK, Validity.VALID if tm_valid else Validity.INVALID, tuple(own)
     )
@@ -322,8 +350,7 @@ def _tokenmark_findings(
             f"p99 send lag {_ms(lag)} over {s.send_lag.count} requests",
             f"<= {_ms(lim)} (max of 2 ms and 1% of the mean inter-arrival time, "
             "unless set)",
-            "" if ok else "The client could not send on schedule: lower the rate, cap "
-            "concurrency less tightly, or use a faster or less loaded client machine.",
+            "" if ok else send_lag_advice(client),
         ))
     elif sc.loadgen is Scenario.OFFLINE:
         span = client.issue_span_ns
@@ -426,10 +453,44 @@ def with_findings(v: Verdicts, extra: Sequence[Finding]) -> Verdicts:
     if not found:
         return v
     tm = v.tokenmark
-    valid = tm.validity is Validity.VALID and all(f.passed for f in found)
+    valid = tm.validity is Validity.VALID and not any(f.blocks for f in found)
     return replace(v, tokenmark=Verdict(
         VerdictKind.TOKENMARK, Validity.VALID if valid else Validity.INVALID,
         tm.findings + found))
+
+
+def send_lag_advice(c: ClientStats) -> str:
+    """What a late client should do, naming the cause that was measured."""
+    parts = []
+    if c.own_cores is not None:
+        parts.append(f"tokenmark's processes used {c.own_cores:.2f} cores")
+    if c.background_cores is not None:
+        parts.append(f"other processes {c.background_cores:.2f} cores"
+                     + (f" of {c.cores}" if c.cores else ""))
+    if c.loop_lag_p99_ns is not None:
+        parts.append(f"event-loop lag p99 {_ms(c.loop_lag_p99_ns)}")
+    if c.connect_waits is not None:
+        parts.append(f"{c.connect_waits} sends waited for a new connection")
+    measured = "; ".join(parts)
+    if not parts:
+        return ("The client could not send on schedule: lower the rate, cap concurrency "
+                "less tightly, or use a faster or less loaded client machine.")
+    cores = c.cores or 1
+    if c.background_cores is not None and c.background_cores >= 0.5 * cores:
+        cause = ("the machine was busy with other work: run tokenmark on a quiet client "
+                 "machine, or stop the other load")
+    elif c.own_cores is not None and c.own_cores >= 0.9:
+        cause = ("tokenmark's own process was CPU-bound: use --workers, a faster client "
+                 "machine, or a lower rate")
+    elif c.connect_waits:
+        cause = ("sends waited for TCP/TLS handshakes: raise --spare-connections or "
+                 "--preconnect")
+    elif c.loop_lag_p99_ns is not None and c.loop_lag_p99_ns > 2_000_000:
+        cause = ("the event loop fell behind without a busy CPU (a blocking call or a "
+                 "slow callback): see client_monitor in results.json")
+    else:
+        cause = "no single cause stands out: lower the rate or use a faster client machine"
+    return f"The client could not send on schedule; measured: {measured}. Cause: {cause}."
 
 
 def client_bottleneck(
@@ -441,33 +502,140 @@ def client_bottleneck(
     lag_limit_ns: int = 10_000_000,
     saturated_share: float = 0.5,
     saturated_samples: int = 0,
-    machine_busy_fraction: float = 0.0,
+    background_cores: float | None = None,
 ) -> Finding:
-    """Was the client the bottleneck? It was when its process kept a core busy
-    (``busy_fraction`` of one core, over the run, >= ``busy_limit``, or more than
-    ``saturated_share`` of the sampling windows were), or the whole client machine was
-    (``machine_busy_fraction`` of its cores >= ``busy_limit``: other load starved it),
-    *and* its event loop fell behind (p99 loop lag above ``lag_limit_ns``): then requests
-    waited for the client, not the server. Either alone is not enough: a busy but
-    punctual loop kept up, and a late loop on an idle machine is not CPU-bound.
+    """Was tokenmark the bottleneck? It was when its own process demanded a whole core
+    (``busy_fraction``: CPU used plus time waiting for a CPU while runnable, of one core,
+    over the run, >= ``busy_limit``, or more than
+    ``saturated_share`` of the sampling windows were) *and* its event loop fell behind
+    (p99 loop lag above ``lag_limit_ns``): then requests waited for the client, not the
+    server. Either alone is not enough: a busy but punctual loop kept up, and a late loop
+    in a process that was not busy was starved by something else, which
+    :func:`machine_busy` names (the load of other processes is no fault of the client).
     """
     share = saturated_samples / samples if samples else 0.0
-    busy = (busy_fraction >= busy_limit or share > saturated_share
-            or machine_busy_fraction >= busy_limit)
+    busy = busy_fraction >= busy_limit or share > saturated_share
     lagging = lag_p99_ns > lag_limit_ns
     ok = not (busy and lagging)
+    bg = "" if background_cores is None else f", other processes {background_cores:.2f} cores"
     return Finding(
         "client_saturation",
         VerdictKind.TOKENMARK,
         ok,
-        f"client process {busy_fraction:.0%} of a core ({share:.0%} of {samples} windows "
-        f"saturated), machine {machine_busy_fraction:.0%} busy, event-loop lag p99 "
-        f"{_ms(lag_p99_ns)}",
-        f"not both: CPU >= {busy_limit:.0%} (of a core, or of the machine) and loop lag "
+        f"tokenmark's process demanded {busy_fraction:.0%} of a core ({share:.0%} of {samples} "
+        f"windows saturated){bg}, event-loop lag p99 {_ms(lag_p99_ns)}",
+        f"not both: tokenmark's own demand >= {busy_limit:.0%} of a core and loop lag "
         f"p99 > {_ms(lag_limit_ns)}",
-        "" if ok else "The client, not the server, limited this run: use client worker "
-        "processes (--workers), a faster client machine, or a lower load; "
+        "" if ok else "tokenmark's own process, not the server, limited this run: use "
+        "client worker processes (--workers), a faster client machine, or a lower load; "
         "'tokenmark calibrate' measures what this client sustains.",
+    )
+
+
+def machine_busy(background_cores: float, cores: int, own_cores: float, lag_p99_ns: int,
+                 *, limit: float = 0.5) -> Finding:
+    """Warns when other processes kept ``limit`` or more of the client machine's cores
+    busy through the run (``/proc/stat`` minus tokenmark's own processes): timings may
+    then hold waits for the CPU that neither tokenmark nor the server caused."""
+    ok = background_cores < limit * cores
+    return Finding(
+        "machine_busy",
+        VerdictKind.TOKENMARK,
+        ok,
+        f"other processes used {background_cores:.2f} of {cores} cores through the run "
+        f"(tokenmark's own processes {own_cores:.2f}); event-loop lag p99 {_ms(lag_p99_ns)}",
+        f"< {limit:.0%} of the cores used by other processes",
+        "" if ok else "The client machine was busy with other work, not with tokenmark: "
+        "latencies may hold waits for the CPU. Rerun on a quiet machine (or stop the other "
+        "load) before trusting small differences.",
+        level="warn",
+    )
+
+
+def input_length_agreement(planned: Sequence[int], served: Sequence[int],
+                           overhead: int | None, *, tolerance: float = 0.02,
+                           max_share: float = 0.01, probe: str = "") -> Finding | None:
+    """Do the server's prompt lengths equal the planned ones? ``planned`` and ``served``
+    pair each request's planned length with the server's ``prompt_tokens``; the
+    ``overhead`` (the chat template's or BOS tokens, measured by one probe request) is
+    added to every plan first. Fails when more than ``max_share`` of the requests differ
+    by more than ``tolerance``. ``None`` when no request reported its prompt tokens."""
+    n = len(served)
+    if n == 0:
+        return None
+    extra = overhead or 0
+    off = []
+    for p, s in zip(planned, served, strict=True):
+        want = p + extra
+        if abs(s - want) > tolerance * max(want, 1):
+            off.append((s - want, want))
+    share = len(off) / n
+    ok = share <= max_share
+    worst = max(off, key=lambda x: abs(x[0]) / max(x[1], 1)) if off else None
+    how = (f"; worst: planned {worst[1]}, server counted {worst[1] + worst[0]} "
+           f"({worst[0] / max(worst[1], 1):+.0%})" if worst else "")
+    over = "unknown (no probe)" if overhead is None else f"{overhead} tokens"
+    return Finding(
+        "input_length_agreement",
+        VerdictKind.TOKENMARK,
+        ok,
+        f"{len(off)} of {n} requests' prompts differ from the plan by more than "
+        f"{tolerance:.0%} ({share:.1%}){how}; template/BOS overhead {over}{probe}",
+        f"<= {max_share:.0%} of requests off by more than {tolerance:.0%} of planned + "
+        "overhead",
+        "" if ok else "The prompts are not the lengths the plan claims: give the model's "
+        "tokenizer (--tokenizer PATH) or let the server build them (--tokenizer server).",
+    )
+
+
+def output_length(short: dict[str, list[int]], demanded: int) -> Finding | None:
+    """Answers shorter than a request demanded exactly (``ignore_eos``, or ``min_tokens``
+    equal to ``max_tokens``): ``short`` maps each finish reason to the shortfalls (tokens
+    missing) of the short answers; ``demanded`` counts the requests that demanded a
+    length. ``None`` when no request demanded one."""
+    if demanded == 0:
+        return None
+    n = sum(len(v) for v in short.values())
+    parts = []
+    for reason, gaps in sorted(short.items()):
+        g = sorted(gaps)
+        parts.append(f"{reason or 'no finish_reason'}: {len(g)} (missing {g[0]}-{g[-1]}, "
+                     f"median {g[len(g) // 2]} tokens)")
+    ok = n == 0
+    return Finding(
+        "output_length",
+        VerdictKind.TOKENMARK,
+        ok,
+        f"{n} of {demanded} answers that demanded an exact length were shorter"
+        + (f"; by finish reason: {'; '.join(parts)}" if parts else ""),
+        "every answer as long as it demanded (ignore_eos / min_tokens = max_tokens)",
+        "" if ok else "The server ended answers early: check its context length (prompt + "
+        "max_tokens), its own limits and logs, and whether it honours ignore_eos.",
+    )
+
+
+def stream_usage_agreement(exact: int, exact_off: int, other: int, other_over: int,
+                           examples: Sequence[str] = ()) -> Finding | None:
+    """Does ``usage.completion_tokens`` equal the tokens the stream carried? Where the
+    per-event counts are exact (token ids or logprobs per event, or a server known to
+    stream one token per event) they must be equal (``exact`` requests compared,
+    ``exact_off`` differ); elsewhere every event carries at least one token, so more
+    tokens streamed than usage reports is wrong (``other`` compared, ``other_over``)."""
+    if exact + other == 0:
+        return None
+    bad = exact_off + other_over
+    ok = bad == 0
+    eg = f"; e.g. {', '.join(examples[:3])}" if examples else ""
+    return Finding(
+        "stream_usage_agreement",
+        VerdictKind.TOKENMARK,
+        ok,
+        f"{exact_off} of {exact} requests with exact per-event counts disagree with usage; "
+        f"{other_over} of {other} others streamed more tokens than usage reports{eg}",
+        "usage.completion_tokens equals the streamed tokens (exact counts), and is never "
+        "below them",
+        "" if ok else "The server's usage does not match what it streamed: the output "
+        "token counts (and tokens/s) of this run are not trustworthy.",
     )
 
 

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 
 from tokenmark.errors import ConfigError
 
 __all__ = [
+    "MAX_PLANNED_QUERIES",
+    "MAX_QPS",
     "MLPERF_SCENARIOS",
     "EffectiveSettings",
     "LatencyLimits",
@@ -292,6 +294,13 @@ def effective(requested: TestSettings, dataset_size: int) -> EffectiveSettings:
         min_query_count = max(min_query_count, expected)
         min_query_count += dataset_size - (min_query_count % dataset_size)
 
+    planned = max(min_query_count * samples_per_query,
+                  target_duration_ns / 1e9 * target_qps * samples_per_query)
+    if planned > MAX_PLANNED_QUERIES:
+        raise ConfigError(
+            f"the run would plan {planned:,.0f} samples (rate x duration, or the minimum "
+            f"count), more than tokenmark's limit of {MAX_PLANNED_QUERIES:,}; lower --qps, "
+            "--min-duration or --min-queries")
     return EffectiveSettings(
         requested=r,
         scenario=s,
@@ -320,8 +329,35 @@ def effective(requested: TestSettings, dataset_size: int) -> EffectiveSettings:
     )
 
 
+#: The highest rate a run may ask for: one query per nanosecond, the clock's resolution.
+MAX_QPS = 1e9
+#: The most queries a run may plan (its schedule is built before it starts).
+MAX_PLANNED_QUERIES = 100_000_000
+
+
+def _check_numbers(r: TestSettings) -> None:
+    """Every number finite and within 64 bits (inf, nan or 1e308 from a flag or a file
+    would overflow the schedule and the logs); rates at most :data:`MAX_QPS`."""
+    items = [(f.name, getattr(r, f.name)) for f in fields(r)]
+    items += [(f"limits.{f.name}", getattr(r.limits, f.name)) for f in fields(r.limits)]
+    for name, value in items:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{name} must be a finite number (got {value}); give a real "
+                              "value")
+        if abs(value) >= 2**63:
+            raise ConfigError(f"{name} {value:g} is out of range (at most 2^63); give a "
+                              "real value")
+    for name in ("target_qps", "offline_expected_qps"):
+        if getattr(r, name) > MAX_QPS:
+            raise ConfigError(f"{name} {getattr(r, name):g} is above {MAX_QPS:g} queries/s "
+                              "(one per nanosecond, the clock's resolution); lower --qps")
+
+
 def _check_requested(r: TestSettings, dataset_size: int) -> None:
     s = r.scenario
+    _check_numbers(r)
     if dataset_size <= 0:
         raise ConfigError("the dataset is empty; give a dataset with at least one sample")
     if s in (Scenario.SERVER, Scenario.INTERACTIVE, Scenario.CONSTANT, Scenario.POISSON,

@@ -23,9 +23,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from tokenmark.records import ErrorClass, Query, TokenSource
+from tokenmark.records import ErrorClass, Query, ResponseDetails, TokenSource
 
-__all__ = ["ReasoningHandle", "ResponseHandle", "SystemUnderTest", "TokenIdsHandle"]
+__all__ = ["DetailsHandle", "PromptProbe", "ReasoningHandle", "ResponseHandle",
+           "SystemUnderTest", "TokenIdsHandle"]
 
 
 class ResponseHandle(Protocol):
@@ -102,6 +103,31 @@ class TokenIdsHandle(ResponseHandle, Protocol):
     """
 
     def first_token_ids(self, ids: Sequence[int]) -> None: ...
+
+
+@runtime_checkable
+class DetailsHandle(ResponseHandle, Protocol):
+    """A :class:`ResponseHandle` that also keeps what the SUT learned about the answer.
+
+    ``details(d)``: the finish reason, the tokens counted from the streamed events and
+    how they were counted, the output length the request demanded
+    (:class:`~tokenmark.records.ResponseDetails`); fields left at their defaults are not
+    changed, so a SUT may call it at issue and again before ``complete`` or ``fail``.
+    When ``token_basis`` is ``usage``, ``complete`` spreads ``output_tokens`` over the
+    streamed chunks. SUTs check once per request (``isinstance``) and otherwise skip it.
+    """
+
+    def details(self, d: ResponseDetails) -> None: ...
+
+
+@runtime_checkable
+class PromptProbe(Protocol):
+    """A SUT that can measure the tokens a server adds to a prompt (a chat template's
+    role markers, a BOS token): ``prompt_overhead(text, planned)`` sends one request
+    of ``text`` (``planned`` tokens by the dataset's tokenizer) asking for one token, and
+    returns the server's ``prompt_tokens`` minus ``planned`` (``None``: not reported)."""
+
+    async def prompt_overhead(self, text: str, planned: int) -> int | None: ...
 
 
 class SystemUnderTest(Protocol):

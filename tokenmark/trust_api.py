@@ -28,6 +28,7 @@ from tokenmark.adapters.openai_target import (
     OpenAIConfig,
     api_key,
     auth_headers,
+    secrets,
     ssl_context,
 )
 from tokenmark.api import RunResult, RunWatcher, run_benchmark
@@ -187,15 +188,15 @@ def run_watchers(
     probe = None
     if target is not None:
         key = api_key(target)
-        secrets = tuple(v for v in (key, *(h[1] for h in target.headers)) if v)
+        hidden = secrets(target, key)
         lines = auth_headers(target, key)
         ctx = ssl_context(target)
-        probe = ServerProbe(target.urls, lines, secrets, ssl_context=ctx,
+        probe = ServerProbe(target.urls, lines, hidden, ssl_context=ctx,
                             timeout_s=min(target.connect_timeout_s or 2.0, 2.0))
         if metrics:
             watchers.append(PrometheusWatcher(
                 target.urls, interval_s=metrics_interval_s, header_lines=lines,
-                ssl_context=ctx,
+                ssl_context=ctx, secrets=hidden,
                 tolerances=Tolerances(check_prompt_tokens=spec.tokenizer not in ("", "builtin"))))
     if environment:
         watchers.append(EnvironmentWatcher(server=probe))

@@ -16,8 +16,12 @@ import pytest
 from typer.testing import CliRunner
 
 import tokenmark.cli.serve  # noqa: F401  (registers the command until cli/__init__ does)
+from tokenmark.accuracylog import decode_ids
 from tokenmark.cli import app
+from tokenmark.dataset import LengthDistribution, SyntheticDataset
+from tokenmark.engines.emulated import output_text
 from tokenmark.output.records import read_records
+from tokenmark.tokenizer import BuiltinTokenizer
 
 LABEL = "emulated H200 x1, llama3.1-8b, bf16"
 
@@ -72,6 +76,8 @@ def test_virtual_time_runs_the_same_engine_in_process(tmp_path):
     (["--fault", "reset=0.7", "--fault", "stall=0.5"], "add up to 1.2, over 1"),
     (["--engine", "hf"], "give --model-dir DIR"),
     (["--engine", "vllm"], "unknown engine 'vllm'"),
+    (["--stop-lengths", "published"], "no published output-length distribution for"),
+    (["--stop-lengths", "lognormal:x:y"], "cannot read the length distribution"),
 ])
 def test_serve_refuses_bad_input_in_one_line(args, message):
     res = CliRunner().invoke(app, ["serve", *args])
@@ -122,3 +128,94 @@ def test_help_has_an_example():
     res = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "200"})
     assert res.exit_code == 0 and "Example: tokenmark serve" in res.output
     assert os.environ.get("TOKENMARK_DB")  # runs stay out of the user's database
+
+
+# -- the seed's workloads ------------------------------------------------------------------
+DEMOS = [
+    ["-b", "deepseek-r1", "-s", "Server", "--profile", "demo"],
+    ["-b", "qwen3-vl-235b-a22b", "-s", "Server", "--profile", "demo",
+     "--images-per-request", "1"],
+]
+
+
+def _verdicts(output: str) -> list[str]:
+    return [line.split(":", 1)[0] for line in output.splitlines()
+            if line.startswith(("mlperf verdict:", "tokenmark verdict:"))]
+
+
+@pytest.mark.parametrize("args", DEMOS, ids=["deepseek-r1", "qwen3-vl"])
+def test_the_demo_commands_finish_with_both_verdicts(args, tmp_path):
+    """The demo commands as a user types them, on the virtual clock (the same engine
+    and planning as the emulated server; make bench-emulator times them in real time)."""
+    out = tmp_path / "o"
+    res = CliRunner().invoke(app, ["run", *args, "--virtual-time", "--no-db", "-o", str(out)])
+    assert res.exit_code in (0, 1), res.output
+    assert _verdicts(res.output) == ["mlperf verdict", "tokenmark verdict"]
+    assert "outputs capped at 512 tokens" in res.output
+    doc = json.loads((out / "results.json").read_text())
+    assert "outputs capped at 512 tokens" in doc["profile_note"]
+    recs = list(read_records(out / "records.jsonl"))
+    assert recs and all(r.ok and r.output_tokens <= 512 for r in recs)
+    if "deepseek-r1" in args:
+        r = doc["summary"]["reasoning"]
+        assert r["reasoning_tokens"] > 0 and r["answer_tokens"] > 0
+        assert r["no_answer_requests"] == 0
+        lat = doc["summary"]["latency_ms"]
+        assert lat["ttfat"]["percentiles"]["50"] > lat["ttft"]["percentiles"]["50"]
+    else:  # every prompt carries one 512 x 512 image: 256 image tokens and 2 markers
+        ds = SyntheticDataset(256, LengthDistribution.parse("normal:800:200"),
+                              LengthDistribution.parse("uniform:64:128"), seed=0)
+        assert all(r.server_input_tokens == ds.sample(r.sample_index).input_tokens + 258
+                   for r in recs)
+
+
+@pytest.mark.parametrize("args", DEMOS, ids=["deepseek-r1", "qwen3-vl"])
+def test_the_demo_workloads_over_http(args, tmp_path):
+    """The same benchmarks over real HTTP at a light load: chat is chosen for images
+    and reasoning, both verdicts are shown, reasoning and image tokens are counted."""
+    out = tmp_path / "o"
+    res = CliRunner().invoke(app, [
+        "run", *args[:4], *args[6:], "--qps", "4", "--min-duration", "1",
+        "--min-queries", "4", "--dataset-size", "8", "--output-len", "12", "--no-db",
+        "-o", str(out)])
+    assert res.exit_code in (0, 1), res.output
+    assert _verdicts(res.output) == ["mlperf verdict", "tokenmark verdict"]
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["run"]["sut"]["api"] == "chat"
+    recs = list(read_records(out / "records.jsonl"))
+    assert recs and all(r.ok and r.output_tokens == 12 for r in recs)
+    if "deepseek-r1" in args:
+        assert all(0 < r.reasoning_tokens < 12 for r in recs)
+        assert all(r.first_answer_ns >= r.first_token_ns for r in recs)
+    else:
+        assert all(r.input_tokens > 258 for r in recs)  # the server's usage counts images
+
+
+def test_accuracy_and_test06_against_the_emulated_server(tmp_path):
+    """No target: the emulated server over HTTP. The accuracy log holds each answer's
+    token ids (the built-in tokenizer's ids of the streamed words, what the server's
+    return_token_ids gives), so TEST06's checks pass."""
+    acc = tmp_path / "acc"
+    res = CliRunner().invoke(app, [
+        "run", "-b", "llama3.1-8b", "-s", "Server", "--mode", "accuracy", "--qps", "8",
+        "--dataset-size", "8", "--output-len", "6", "--no-db", "-o", str(acc)])
+    assert res.exit_code in (0, 1), res.output
+    entries = json.loads((acc / "mlperf_log_accuracy.json").read_text())
+    assert len(entries) == 8
+    want = BuiltinTokenizer().encode(output_text(0, 6))
+    for e in entries:
+        assert decode_ids(e["data"]) == want and e["token_count"] == 6
+        first = decode_ids(e["token_data"])  # the ids of the first chunk as it arrived
+        assert first and first == want[:len(first)]
+    log = json.loads((acc / "results.json").read_text())["accuracy_log"]
+    assert log["logged"] == 8 and log["derived_first_tokens"] == 0
+    t06 = tmp_path / "t06"
+    res = CliRunner().invoke(app, [
+        "run", "-b", "llama3.1-8b", "-s", "Server", "--audit", "TEST06", "--qps", "10",
+        "--min-duration", "2", "--dataset-size", "16", "--output-len", "6", "--no-db",
+        "-o", str(t06)])
+    assert res.exit_code in (0, 1), res.output
+    assert "TEST06: PASS" in res.output
+    assert (t06 / "TEST06" / "verify_accuracy.txt").read_text() == (
+        "First token check pass: True\nEOS check pass: True\n"
+        "Sample length check pass: True\nTEST06 verification complete\n")

@@ -138,7 +138,9 @@ FAULTS = {
 def test_every_server_failure_is_classified_counted_and_never_retried(tmp_path):
     plan = ",".join(FAULTS)
     with server(tmp_path, "--faults", plan) as srv:
-        cfg = OpenAIConfig(urls=(srv.url,), first_token_timeout_s=0.4, request_timeout_s=0.8)
+        # no length probe: the fault plan cycles over exactly the run's requests
+        cfg = OpenAIConfig(urls=(srv.url,), first_token_timeout_s=0.4, request_timeout_s=0.8,
+                           length_probe=False)
         run = Run(tmp_path / "out", closed(2 * len(FAULTS), 1), cfg)
     truth = truth_rows(tmp_path / "truth.jsonl")
     assert len(truth) == 2 * len(FAULTS)  # one server request per query: no retries
@@ -199,7 +201,8 @@ def test_connect_failures_and_connect_timeouts(tmp_path):
 
 def test_a_server_that_dies_keeps_every_finished_record_and_is_invalid(tmp_path):
     with server(tmp_path, "--ttft-ms", "5", "--itl-ms", "2", "--exit-after", "20") as srv:
-        run = Run(tmp_path / "out", closed(40, 4), OpenAIConfig(urls=(srv.url,)))
+        run = Run(tmp_path / "out", closed(40, 4), OpenAIConfig(urls=(srv.url,),
+                                                                length_probe=False))
         assert srv.proc is not None and srv.proc.wait(5) == 70
     truth = truth_rows(tmp_path / "truth.jsonl")
     finished = {rid for rid, t in truth.items() if t["done_ns"] >= 0}

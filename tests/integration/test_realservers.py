@@ -140,7 +140,9 @@ def test_streamed_events_never_exceed_the_reported_usage(real, tmp_path):
             assert 1 <= sum(r.chunk_tokens) <= r.output_tokens
         else:
             assert r.token_source is TokenSource.CHUNKS
-    assert run.result.verdicts.valid, backend
+    # the built-in tokenizer's prompts are other lengths to the model: only that fails
+    failed = {f.rule for f in run.result.verdicts.tokenmark.failed}
+    assert failed == {"input_length_agreement"}, (backend, failed)
 
 
 def test_both_servers_run_the_same_model(tmp_path):

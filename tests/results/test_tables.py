@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 from tests.paths import SAMPLES, SHARED_DATA
 from tokenmark import results_api
 from tokenmark.importer import scan
-from tokenmark.importer.tables import CHECKER_COLUMNS, split_checker_line
+from tokenmark.importer.tables import split_checker_line
 from tokenmark.resultrows import SOURCE_LOGS, SOURCE_TABLE, Label
 from tokenmark.store import Store
+from tokenmark.submission.layout import CSV_COLUMNS
 
 SUMMARIES = SHARED_DATA / "mlperf" / "summaries"
 V51, V60, V61 = (SUMMARIES / "v5.1_summary_results.json",
@@ -236,6 +237,7 @@ def _row_values() -> st.SearchStrategy[dict[str, str]]:
                              "MI325X 256GB HBM3e (x16)", "NVIDIA H200 + AMD MI350X"]),
             st.builds(lambda a, b: a + b, st.sampled_from(["A", "N", "[M] X"]), _FREE)),
         "accelerators_per_node": st.sampled_from(["0", "4", "8"]),
+        "total_accelerators": st.sampled_from(["0", "8", "512"]),
         "Location": st.sampled_from(["./closed/AMD/results/s/m/Offline/performance/run_1",
                                      "open/NVIDIA/results/x/y/Server"]),
         "framework": _FREE, "operating_system": _FREE, "notes": _FREE,
@@ -246,6 +248,8 @@ def _row_values() -> st.SearchStrategy[dict[str, str]]:
         "has_power": st.sampled_from(["False", "True"]),
         "Units": st.sampled_from(["Tokens/s", "Queries/s", "Samples/s"]),
         "weight_data_types": _FREE,
+        "design_power_watts": st.sampled_from(["None", "", "1200"]),
+        "PrivateID": st.sampled_from(["None", "x1"]),
     })
 
 
@@ -256,7 +260,7 @@ def test_splitting_an_unquoted_line_never_guesses(values):
     back into exactly those values (free columns side by side: their joined text), or
     refused with a reason; and a line with no comma in any value splits as a plain
     ``str.split`` (the reference)."""
-    header = list(CHECKER_COLUMNS)
+    header = list(CSV_COLUMNS)  # the checker's summary.csv columns, in order
     tokens = ",".join(values[h] for h in header).split(",")
     got = split_checker_line(tokens, header)
     if not any("," in v for v in values.values()):

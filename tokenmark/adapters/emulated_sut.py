@@ -56,24 +56,35 @@ def _labels(accelerator: str, label: str, efficiency: str) -> dict[str, str]:
 
 
 class EmulatorIdsHandle:
-    """A response handle that turns the emulated server's returned text into its token
-    ids (the emulated model's tokenizer is the built-in one: one id per streamed word,
-    the ids ``return_token_ids`` would carry), so accuracy logs and LoadGen get ids from
-    a client that reads text. Everything else passes through."""
+    """A response handle that gives the emulated server's answers their token ids from
+    what the client read: the text of the whole answer (the emulated model's tokenizer is
+    the built-in one, one id per streamed word: the ids ``return_token_ids`` would carry)
+    and, when the first chunk arrives, the ids of its tokens (token ``i`` of an answer is
+    always word ``i mod 64``), so accuracy logs and LoadGen get ids from a client that
+    reads text. Everything else passes through."""
 
-    __slots__ = ("_encode", "inner")
+    __slots__ = ("_encode", "_first", "inner")
 
     def __init__(self, inner: ResponseHandle) -> None:
         self.inner = inner
         self._encode = BuiltinTokenizer().encode
+        self._first = hasattr(inner, "first_token_ids")  # still to report
+
+    def _first_chunk(self, n: int) -> None:
+        self._first = False
+        self.inner.first_token_ids(list(OutputIds(n)))  # type: ignore[attr-defined]
 
     def sent(self, t_ns: int | None = None) -> None:
         self.inner.sent(t_ns)
 
     def token(self, n: int = 1, t_ns: int | None = None) -> None:
+        if self._first:
+            self._first_chunk(n)
         self.inner.token(n, t_ns)
 
     def reasoning(self, n: int = 1, t_ns: int | None = None) -> None:
+        if self._first:
+            self._first_chunk(n)
         if hasattr(self.inner, "reasoning"):
             self.inner.reasoning(n, t_ns)
         else:

@@ -154,8 +154,9 @@ class Connection(asyncio.BufferedProtocol):
                 exc is not None and not isinstance(exc, ssl.SSLError)):
             ex.on_error(ErrorClass.RESET_MID_STREAM, _why(exc, "during the response"), t)
         else:
-            ex.on_error(ErrorClass.TRUNCATED,
-                        _why(exc, "closed by the server before the response ended"), t)
+            ex.on_error(ErrorClass.TRUNCATED, "connection closed by the server before the "
+                        "response ended" if exc is None else
+                        _why(exc, "before the response ended"), t)
 
     # -- sending ---------------------------------------------------------------------
     def send(self, data: bytes, exchange: Exchange) -> None:
@@ -407,6 +408,8 @@ def describe_os_error(e: OSError) -> str:
     """A short reason for a failed connect: 'Connection refused', 'TLS: ...'."""
     if isinstance(e, ssl.SSLError):
         return f"TLS: {getattr(e, 'verify_message', '') or e.reason or e}"
+    if isinstance(e, socket.gaierror):  # its errno is getaddrinfo's, not the OS's
+        return f"the host name did not resolve ({e.strerror or e})"
     why = os.strerror(e.errno) if e.errno else (str(e) or type(e).__name__)
     if e.errno == errno.EMFILE:
         why += " (raise ulimit -n, or cap connections with the pool size)"

@@ -6,11 +6,19 @@ run through its :class:`~tokenmark.sut.ResponseHandle`:
 
 - ``sent`` when the request is written (after connecting, if a new connection was
   needed: connecting is part of the measured latency);
-- ``token(n, t)`` once per socket read that completed ``n`` token-carrying events
-  (:mod:`tokenmark.adapters.sse`), ``t`` being that read's time on the run's clock; a
-  handle that also has ``reasoning`` (``tokenmark.sut.ReasoningHandle``) gets the
-  reasoning events of the read through it, and ``reasoning_usage`` with the server's
-  ``completion_tokens_details.reasoning_tokens``;
+- ``token(n, t)`` once per socket read whose events carried ``n`` output tokens (every
+  event parsed by :mod:`tokenmark.adapters.sse`; tokens from the event's token ids or
+  logprobs when it has them, else one per event), ``t`` being that read's time on the
+  run's clock; a handle that also has ``reasoning`` (``tokenmark.sut.ReasoningHandle``)
+  gets the reasoning tokens of the read through it, and ``reasoning_usage`` with the
+  server's ``completion_tokens_details.reasoning_tokens``;
+- ``details`` (a ``tokenmark.sut.DetailsHandle``) before the end: the finish reason,
+  the tokens counted from the events and how (``token_basis``: ``ids``, ``logprobs``,
+  ``events`` when the server is known to stream one token per event, tokenmark's own
+  servers, whose ``Server`` header starts with ``tokenmark/``; ``usage`` when the usage
+  is spread over events not known to be one token each; ``chunks`` with nothing to
+  spread), and at issue the output length demanded exactly (``ignore_eos``, or
+  ``min_tokens`` equal to ``max_tokens`` in the extra body);
 - ``complete`` at ``data: [DONE]`` (streamed; or at the clean end of a stream whose last
   event carried a ``finish_reason``) or at the end of the body (not streamed),
   with the output count from the server's ``usage`` (source ``usage``) and the client
@@ -29,8 +37,10 @@ request took too long      ``timeout_request`` (``request_timeout_s``, from issu
 closed/reset before head   ``connection_reset``
 reset after the head       ``reset_mid_stream``
 closed before the end      ``truncated_stream`` (no ``[DONE]`` and no ``finish_reason``)
-not HTTP, not SSE/JSON     ``malformed_stream``
+not HTTP, not SSE/JSON     ``malformed_stream`` (also: an event over ``max_event_bytes``)
 an ``error`` event         ``sut_error`` (the server reported a failure mid-stream)
+no output token at all     ``empty_response`` (a stream with no output event; a body
+                           whose usage says 0, or with no text and no usage)
 =========================  =========================================================
 
 The API key is read once from the environment variable the config names and exists
@@ -54,18 +64,24 @@ from tokenmark.adapters.openai_target import (
     OpenAIConfig,
     api_key,
     auth_headers,
+    http_name,
     probe,
+    secrets,
     ssl_context,
 )
 from tokenmark.adapters.pool import Endpoint
-from tokenmark.adapters.sse import StreamScanner
-from tokenmark.clock import Clock, FakeClock
+from tokenmark.adapters.sse import StreamReader
+from tokenmark.clock import Clock, FakeClock, MonotonicClock
 from tokenmark.errors import ConfigError
-from tokenmark.records import ErrorClass, Query, Sample, TokenSource
+from tokenmark.records import ErrorClass, Query, ResponseDetails, Sample, TokenSource
+from tokenmark.redact import Redactor
 from tokenmark.sut import ResponseHandle
 
-__all__ = ["BodyRenderer", "EndpointStats", "OpenAIHttpSUT", "request_id"]
+__all__ = ["BodyRenderer", "EndpointStats", "OpenAIHttpSUT", "measure_prompt", "request_id"]
 
+#: A ``Server`` header that starts so belongs to tokenmark's own servers, which stream
+#: exactly one token per event: their events count the output exactly.
+ONE_PER_EVENT = "tokenmark/"
 _ERROR_BODY_CAP = 2048
 _JSON_BODY_CAP = 64 * 1024 * 1024
 
@@ -105,6 +121,7 @@ class OpenAIHttpSUT:
         self._clock = clock
         self._now = clock.now_ns
         self._key = api_key(config)
+        self._redactor = Redactor(secrets(config, self._key))
         self._tokenizer = tokenizer or (load_tokenizer(config.tokenizer)
                                         if config.tokenizer else None)
         self._want_text = self._tokenizer is not None or config.keep_text
@@ -138,7 +155,7 @@ class OpenAIHttpSUT:
     # -- the SystemUnderTest contract ------------------------------------------------------
     @property
     def name(self) -> str:
-        return "openai-http"
+        return http_name(self.config)
 
     def describe(self) -> dict[str, str]:
         cfg = self.config
@@ -147,6 +164,8 @@ class OpenAIHttpSUT:
             "api": cfg.api,
             "stream": str(cfg.stream).lower(),
             "model": cfg.model,
+            "served_model": cfg.model,
+            "server_software": cfg.served_by or "not said",
             "urls": " ".join(ep.label for ep in self.endpoints),
             "routing": cfg.routing,
             "tokenizer": self._tokenizer.name if self._tokenizer else "none",
@@ -163,8 +182,10 @@ class OpenAIHttpSUT:
         if not self._checked:
             info = await probe(self.config, self._key)
             self._checked = True
-            if info.model != self.config.model:
-                self.config = replace(self.config, model=info.model)
+            if info.model != self.config.model or (info.software and
+                                                    not self.config.served_by):
+                self.config = replace(self.config, model=info.model,
+                                      served_by=self.config.served_by or info.software)
                 self._render()
         await self.preconnect(max(self.config.preconnect, self.config.spare_connections))
 
@@ -221,7 +242,11 @@ class OpenAIHttpSUT:
 
     def issue_to(self, query: Query, handle: ResponseHandle, index: int) -> None:
         """Send ``query`` to endpoint ``index``."""
-        self.send(index, query.seq, self.renderer.body(query.sample), handle)
+        renderer = self.renderer
+        if renderer.exact_output and hasattr(handle, "details"):  # a DetailsHandle
+            handle.details(ResponseDetails(
+                demanded_output_tokens=renderer.output_tokens(query.sample)))
+        self.send(index, query.seq, renderer.body(query.sample), handle)
 
     def send(self, index: int, seq: int, body: bytes, handle: ResponseHandle) -> None:
         """Send a rendered body to endpoint ``index`` (worker processes get bodies)."""
@@ -279,9 +304,68 @@ class OpenAIHttpSUT:
         """The ``X-Request-Id`` sent with the query of sequence number ``seq``."""
         return request_id(self._run_id, seq)
 
+    @property
+    def length_probe(self) -> bool:
+        """Whether :meth:`prompt_overhead` may send its probe requests."""
+        return self.config.length_probe
+
+    async def prompt_overhead(self, text: str, planned: int) -> int | None:
+        """The tokens the server adds to a prompt (``tokenmark.sut.PromptProbe``)."""
+        served = await measure_prompt(self.config, text)
+        return None if served is None else served - planned
+
     def redact(self, text: str) -> str:
-        key = self._key
-        return text.replace(key, "***") if key and len(key) >= 4 else text
+        """``text`` with the API key and header values masked in every form
+        (:mod:`tokenmark.redact`)."""
+        return self._redactor.text(text)
+
+
+class _Probe:
+    """The handle of one probe request: keeps the server's prompt token count."""
+
+    def __init__(self) -> None:
+        self.done: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+
+    def sent(self, t_ns: int | None = None) -> None:
+        return None
+
+    def token(self, n: int = 1, t_ns: int | None = None) -> None:
+        return None
+
+    def complete(self, output_tokens: int | None = None,
+                 source: TokenSource = TokenSource.SUT, *, t_ns: int | None = None,
+                 input_tokens: int | None = None, alt_output_tokens: int = -1,
+                 cached_input_tokens: int = -1, token_ids: Any = None,
+                 text: str | None = None, endpoint: str = "") -> None:
+        if not self.done.done():
+            self.done.set_result(input_tokens)
+
+    def fail(self, error: ErrorClass, detail: str = "", *, t_ns: int | None = None,
+             endpoint: str = "") -> None:
+        if not self.done.done():
+            self.done.set_exception(ConnectionError(f"{error.value}: {detail}"))
+
+
+async def measure_prompt(config: OpenAIConfig, text: str, timeout_s: float = 60.0
+                         ) -> int | None:
+    """The server's ``prompt_tokens`` for one request of ``text`` (as the run sends it:
+    one user message for chat) asking for one token, not streamed, on a connection of
+    its own (the run's statistics and pool are untouched). ``None``: no usage came."""
+    extra = {k: v for k, v in config.extra_body_dict().items()
+             if k not in ("max_tokens", "max_completion_tokens", "min_tokens", "ignore_eos")}
+    cfg = replace(config, stream=False, max_tokens=1, ignore_eos=False, preconnect=0,
+                  spare_connections=0, check_models=False, request_ids=False,
+                  extra_body=json.dumps(extra) if extra else "", tokenizer="",
+                  keep_text=False)
+    sut = OpenAIHttpSUT(MonotonicClock(), cfg)
+    probe = _Probe()
+    try:
+        await sut.start()
+        sut.send(0, 0, sut.renderer.body(Sample(0, text, 0, 1)), probe)
+        async with asyncio.timeout(timeout_s):
+            return await probe.done
+    finally:
+        await sut.stop()
 
 
 class BodyRenderer:
@@ -307,7 +391,16 @@ class BodyRenderer:
             body["max_tokens"] = cfg.max_tokens
         body.update(cfg.extra_body_dict())
         self.per_sample_max = not ("max_tokens" in body or "max_completion_tokens" in body)
+        fixed = body.get("max_tokens", body.get("max_completion_tokens"))
+        self.fixed_max = fixed if isinstance(fixed, int) else -1
+        #: The server must write exactly max_tokens: ignore_eos, or min_tokens == max.
+        self.exact_output = bool(body.get("ignore_eos")) or (
+            not self.per_sample_max and body.get("min_tokens") == self.fixed_max)
         self.prefix = json.dumps(body, separators=(",", ":")).encode()[:-1]
+
+    def output_tokens(self, sample: Sample) -> int:
+        """The ``max_tokens`` a request for ``sample`` asks for."""
+        return max(1, sample.output_tokens) if self.per_sample_max else self.fixed_max
 
     def body(self, sample: Sample) -> bytes:
         mx = b',"max_tokens":%d' % max(1, sample.output_tokens) if self.per_sample_max else b""
@@ -335,8 +428,9 @@ def request_id(run_id: str, seq: int) -> str:
 class _Request:
     """One request in flight: the exchange its connection reports to."""
 
-    __slots__ = ("body", "conn", "data", "done", "ep", "handle", "index", "mode", "scanner",
-                 "split", "status", "sut", "t0", "timer", "tokens_seen")
+    __slots__ = ("body", "conn", "data", "done", "ep", "handle", "index", "mode",
+                 "one_per_event", "scanner", "split", "status", "sut", "t0", "timer",
+                 "tokens_seen")
 
     def __init__(self, sut: OpenAIHttpSUT, index: int, handle: ResponseHandle,
                  data: bytes) -> None:
@@ -348,7 +442,8 @@ class _Request:
         self.split = hasattr(handle, "reasoning")
         self.data = data
         self.conn: Connection | None = None
-        self.scanner: StreamScanner | None = None
+        self.scanner: StreamReader | None = None
+        self.one_per_event = False  # the server is known to stream one token per event
         self.body: list[bytes] | None = None  # non-streamed or error bodies only
         self.mode = 0  # 0: before the head, 1: SSE, 2: JSON body, 3: error body
         self.status = 0
@@ -439,7 +534,8 @@ class _Request:
             self.mode = 3
         elif "event-stream" in headers.get("content-type", ""):
             self.mode = 1
-            self.scanner = StreamScanner(self.sut._want_text)
+            self.scanner = StreamReader(self.sut._want_text, self.sut.config.max_event_bytes)
+            self.one_per_event = headers.get("server", "").startswith(ONE_PER_EVENT)
         else:
             self.mode = 2
 
@@ -467,7 +563,7 @@ class _Request:
         elif self.mode == 2 and sum(map(len, body)) > _JSON_BODY_CAP:
             self.fail(ErrorClass.MALFORMED, "response body over 64 MiB", t)
 
-    def _tokens(self, sc: StreamScanner, n: int, t: int) -> None:
+    def _tokens(self, sc: StreamReader, n: int, t: int) -> None:
         """``n`` token events in one read: reasoning ones apart, when the handle can."""
         if not self.tokens_seen:
             self._first_token()
@@ -483,7 +579,9 @@ class _Request:
         if self.done:
             return
         if self.mode == 3:
-            text = b"".join(self.body or ())[:300].decode("utf-8", "replace").strip()
+            # masked before it is cut: a cut inside the key would leave part of it
+            text = self.sut.redact(b"".join(self.body or ()).decode("utf-8", "replace")
+                                   )[:300].strip()
             err = ErrorClass.RATE_LIMITED if self.status == 429 else ErrorClass.HTTP_STATUS
             self.fail(err, f"HTTP {self.status}: {text}", t)
             return
@@ -516,7 +614,7 @@ class _Request:
     def complete(self, t: int) -> None:
         sc = self.scanner
         assert sc is not None
-        self._report(sc.usage, sc.text if self.sut._want_text else None, t)
+        self._report(sc.usage, sc.text if self.sut._want_text else None, sc.finish_reason, t)
 
     def _complete_json(self, raw: bytes, t: int) -> None:
         try:
@@ -528,24 +626,47 @@ class _Request:
                 return
             choices = obj["choices"]
             texts = []
+            finish = ""
+            tools = False
             for ch in choices:
                 msg = ch.get("message") or {}
                 texts.append(ch.get("text") or msg.get("content") or
-                             msg.get("reasoning_content") or "")
+                             msg.get("reasoning_content") or msg.get("reasoning") or "")
+                tools = tools or bool(msg.get("tool_calls"))
+                if not finish and isinstance(ch.get("finish_reason"), str):
+                    finish = ch["finish_reason"]
             usage = obj.get("usage")
-        except (ValueError, KeyError, TypeError, AttributeError):
-            self.fail(ErrorClass.MALFORMED,
-                      f"not an OpenAI response body: {raw[:80]!r}", t)
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            self.fail(ErrorClass.MALFORMED, "not an OpenAI response body: "
+                      + self.sut.redact(repr(raw[:2048]))[:90], t)
             return
         text = "".join(str(x) for x in texts)
         if not isinstance(usage, dict):
             usage = None
-        self._report(usage, text, t)
+        self._report(usage, text, finish, t, tools)
 
-    def _report(self, usage: dict[str, Any] | None, text: str | None, t: int) -> None:
-        self._finish()
+    def _basis(self, sc: StreamReader, usage_count: bool) -> str:
+        """How the stream's tokens were counted (:attr:`RequestRecord.token_basis`)."""
+        basis = sc.basis
+        if basis != "events":
+            return basis
+        if self.one_per_event:
+            return "events"
+        return "usage" if usage_count else "chunks"
+
+    def _details(self, finish: str, usage_count: bool) -> None:
+        if not hasattr(self.handle, "details"):  # a tokenmark.sut.DetailsHandle
+            return
+        sc = self.scanner
+        d = ResponseDetails(finish_reason=finish[:64]) if sc is None else ResponseDetails(
+            finish_reason=finish[:64], stream_tokens=sc.tokens,
+            token_basis=self._basis(sc, usage_count))
+        self.handle.details(d)
+
+    def _report(self, usage: dict[str, Any] | None, text: str | None, finish: str,
+                t: int, tools: bool = False) -> None:
         sut = self.sut
-        st = sut.stats[self.index]
+        sc = self.scanner
         tok = sut._tokenizer
         counted = tok.count(text) if tok is not None and text is not None else -1
         out: int | None = None
@@ -553,6 +674,7 @@ class _Request:
         alt = -1
         inp: int | None = None
         cached = -1
+        reasoning = -1
         if usage is not None and isinstance(usage.get("completion_tokens"), int):
             out = usage["completion_tokens"]
             source = TokenSource.USAGE
@@ -562,28 +684,49 @@ class _Request:
             details = usage.get("prompt_tokens_details")
             if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
                 cached = details["cached_tokens"]
-                st.cached_prompt_tokens += cached
             out_details = usage.get("completion_tokens_details")
-            if self.split and isinstance(out_details, dict) and isinstance(
+            if isinstance(out_details, dict) and isinstance(
                     out_details.get("reasoning_tokens"), int):
-                self.handle.reasoning_usage(  # type: ignore[attr-defined]
-                    out_details["reasoning_tokens"])
+                reasoning = out_details["reasoning_tokens"]
         elif counted >= 0:
             out = counted
             source = TokenSource.TOKENIZER
-        elif self.scanner is None:
+        elif sc is None:
             out = 0  # not streamed, no usage, no tokenizer: nothing to count with
             source = TokenSource.NONE
+        self._details(finish, source is TokenSource.USAGE)
+        if sc is not None:
+            empty = sc.tokens == 0
+        elif source is TokenSource.USAGE:
+            empty = out == 0
+        else:
+            empty = not text and not tools
+        if empty:
+            said = f"; usage says {out} completion tokens" if (
+                source is TokenSource.USAGE) else ""
+            self.fail(ErrorClass.EMPTY_RESPONSE,
+                      f"the answer ended (finish_reason {finish or 'not given'}) without "
+                      f"an output token{said}", t)
+            return
+        self._finish()
+        st = sut.stats[self.index]
+        if cached >= 0:
+            st.cached_prompt_tokens += cached
+        if reasoning >= 0 and self.split:
+            self.handle.reasoning_usage(reasoning)  # type: ignore[attr-defined]
         st.ok += 1
         self.handle.complete(out, source, t_ns=t, input_tokens=inp, alt_output_tokens=alt,
                              cached_input_tokens=cached, text=text, endpoint=self.ep.label)
         if out is None:
-            out = self.scanner.events if self.scanner is not None else 0
+            out = sc.tokens if sc is not None else 0
         st.output_tokens += out
 
     def fail(self, error: ErrorClass, detail: str, t: int) -> None:
         if self.done:
             return
+        sc = self.scanner
+        if sc is not None and error is not ErrorClass.EMPTY_RESPONSE and sc.events:
+            self._details(sc.finish_reason, False)  # what streamed before the failure
         self._finish()
         conn = self.conn
         if conn is not None and conn.exchange is self:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import json
 import os
 import re
 import ssl
@@ -27,16 +26,22 @@ from typing import Any
 
 from tokenmark.adapters.http1 import describe_os_error
 from tokenmark.adapters.pool import Endpoint, fetch, parse_base_url
+from tokenmark.adapters.sse import DEFAULT_MAX_EVENT_BYTES
 from tokenmark.errors import ConfigError, TargetError
+from tokenmark.inputs import json_loads
+from tokenmark.redact import Redactor
 
 __all__ = [
     "API_KINDS",
     "DEFAULT_KEY_ENV",
+    "DEFAULT_MAX_EVENT_BYTES",
     "ROUTINGS",
     "OpenAIConfig",
     "api_key",
     "check_target",
+    "http_name",
     "probe",
+    "secrets",
     "ssl_context",
 ]
 
@@ -88,6 +93,15 @@ class OpenAIConfig:
     keep_text: bool = False  # extract the output text even without a tokenizer
     request_ids: bool = True  # send X-Request-Id (the server's logs can be matched)
     check_models: bool = True
+    #: The largest server-sent event accepted; a larger one is a malformed stream.
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    #: Before the run, two requests of one token each measure what the server adds to a
+    #: prompt and check the first sample's length (the ``input_length_agreement``
+    #: finding); off: no request but the run's reaches the server.
+    length_probe: bool = True
+    #: What the server says it runs (its ``Server`` header, or the ``owned_by`` of the
+    #: model it lists); filled by :func:`check_target`, "" when it does not say.
+    served_by: str = ""
 
     def validated(self) -> OpenAIConfig:
         """Return ``self`` after checking it; raise ConfigError naming the fix."""
@@ -111,12 +125,17 @@ class OpenAIConfig:
                 or self.spare_connections < 0):
             raise ConfigError("pool size, preconnect, spare connections and max tokens "
                               "must be >= 0")
+        if self.max_event_bytes < 1024:
+            raise ConfigError(f"--max-event-bytes must be at least 1024 (got "
+                              f"{self.max_event_bytes}); the default is "
+                              f"{DEFAULT_MAX_EVENT_BYTES}")
         if self.pool_size and self.preconnect > self.pool_size:
             raise ConfigError(f"--preconnect {self.preconnect} exceeds --pool-size "
                               f"{self.pool_size}; lower it or raise the pool size")
         for name, value in self.headers:
-            if not _TOKEN_RE.match(name) or "\r" in value or "\n" in value:
-                raise ConfigError(f"bad header {name!r}; write it as NAME: VALUE on one line")
+            if not _TOKEN_RE.match(name) or not _header_safe(value):
+                raise ConfigError(f"bad header {name!r}; write it as NAME: VALUE on one line "
+                                  "(Latin-1 characters, no control characters)")
             if name.lower() in _RESERVED_HEADERS:
                 raise ConfigError(f"the client sets the {name} header itself; drop it")
         self.extra_body_dict()
@@ -135,8 +154,8 @@ class OpenAIConfig:
         if not self.extra_body:
             return {}
         try:
-            obj = json.loads(self.extra_body)
-        except ValueError as e:
+            obj = json_loads(self.extra_body)
+        except ValueError as e:  # not JSON, or nested too deep
             raise ConfigError(f"--extra-body is not valid JSON ({e}); pass a JSON object "
                               "such as '{\"top_p\": 0.9}'") from None
         if not isinstance(obj, dict):
@@ -168,7 +187,23 @@ def api_key(config: OpenAIConfig) -> str:
     if not key and config.api_key_env != DEFAULT_KEY_ENV:
         raise ConfigError(f"${config.api_key_env} is not set; export the API key in it or "
                           "drop --api-key-env")
+    if not _header_safe(key):  # it travels in an HTTP header
+        raise ConfigError(f"the API key in ${config.api_key_env} holds a character an HTTP "
+                          "header cannot carry (a control character, or one outside "
+                          "Latin-1); check the variable")
     return key
+
+
+def _header_safe(value: str) -> bool:
+    """Whether ``value`` can be an HTTP header value as is: Latin-1, no control
+    characters (CR or LF would start another header)."""
+    return all(" " <= c <= "\xff" and c != "\x7f" or c == "\t" for c in value)
+
+
+def secrets(config: OpenAIConfig, key: str) -> tuple[str, ...]:
+    """What never appears in tokenmark's output: the API key and the custom header
+    values (:mod:`tokenmark.redact` masks each in every form it may take)."""
+    return tuple(v for v in (key, *(value for _, value in config.headers)) if v)
 
 
 def ssl_context(config: OpenAIConfig) -> ssl.SSLContext | None:
@@ -192,12 +227,38 @@ def auth_headers(config: OpenAIConfig, key: str) -> bytes:
 class TargetInfo:
     model: str
     served: dict[str, tuple[str, ...]]  # endpoint label -> model ids
+    software: str = ""  # what the first endpoint says it runs (see server_software)
+
+
+#: ``owned_by`` values of ``/v1/models`` that name the serving software.
+_OWNERS = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp", "tgi": "TGI",
+           "tensorrt_llm": "TensorRT-LLM", "trtllm": "TensorRT-LLM"}
+#: ``Server`` headers of HTTP frameworks, which say nothing about the model server.
+_GENERIC = ("uvicorn", "hypercorn", "gunicorn", "nginx", "envoy", "cloudflare", "werkzeug",
+            "python", "aiohttp", "istio-envoy", "awselb", "openresty")
+
+
+def server_software(header: str, owned_by: str) -> str:
+    """The serving software a ``/v1/models`` answer names: tokenmark's own servers by
+    their ``Server`` header, known engines by ``owned_by``, else a non-generic
+    ``Server`` header; "" when it does not say."""
+    header = header.strip()
+    if header.startswith("tokenmark/"):
+        return header
+    known = _OWNERS.get(owned_by.strip().lower())
+    if known:
+        return known
+    if header and not header.lower().startswith(_GENERIC):
+        return header[:60]
+    return ""
 
 
 async def probe(config: OpenAIConfig, key: str) -> TargetInfo:
     """``GET <prefix>/models`` on every endpoint; raise TargetError naming the fix."""
     ctx = ssl_context(config)
     served: dict[str, tuple[str, ...]] = {}
+    software: list[str] = []
+    mask = Redactor(secrets(config, key))
     limit = config.connect_timeout_s or 30.0
     for url in config.urls:
         ep = Endpoint(url, ssl_context=ctx, max_conns=0, keepalive_s=0, now=lambda: 0)
@@ -224,6 +285,9 @@ async def probe(config: OpenAIConfig, key: str) -> TargetInfo:
             raise TargetError(f"{ep.label} broke the connection on GET {path} ({e}); "
                               "check that --url points at an HTTP server") from None
         served[ep.label] = _models(ep.label, path, resp.status, resp.body, config, key)
+        # masked before server_software cuts it: a server may quote anything there
+        header = mask.text(resp.headers.get("server", ""))
+        software.append(server_software(header, _owner(resp.body)))
     model = config.model
     if not model:
         sets = {ids for ids in served.values()}
@@ -237,7 +301,15 @@ async def probe(config: OpenAIConfig, key: str) -> TargetInfo:
         if model not in ids:
             raise TargetError(f"model {model!r} is not served at {label} (it serves: "
                               f"{', '.join(ids) or 'nothing'}); pass --model with one of them")
-    return TargetInfo(model, served)
+    return TargetInfo(model, served, software[0] if software else "")
+
+
+def _owner(body: bytes) -> str:
+    try:
+        data = json_loads(body)["data"]
+        return str(data[0].get("owned_by") or "")
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+        return ""
 
 
 def _models(label: str, path: str, status: int, body: bytes, config: OpenAIConfig,
@@ -252,16 +324,23 @@ def _models(label: str, path: str, status: int, body: bytes, config: OpenAIConfi
                           "(e.g. http://HOST:PORT/v1) or skip the check with "
                           "--no-model-check")
     if status != 200:
-        snippet = body[:160].decode("utf-8", "replace").replace(key, "***") if key else (
-            body[:160].decode("utf-8", "replace"))
+        snippet = Redactor(secrets(config, key)).text(
+            body[:2048].decode("utf-8", "replace"))[:160]
         raise TargetError(f"{label} answered HTTP {status} to GET {path} ({snippet!r}); "
                           "check the server")
     try:
-        data = json.loads(body)["data"]
+        data = json_loads(body)["data"]
         return tuple(str(m["id"]) for m in data)
     except (ValueError, KeyError, TypeError):
         raise TargetError(f"{label} did not return an OpenAI model list for GET {path}; "
                           "check --url or skip the check with --no-model-check") from None
+
+
+def http_name(config: OpenAIConfig) -> str:
+    """What an HTTP run measured: the served model, and the server software where the
+    server says it (``Llama-3.1-8B on vLLM``); ``openai-http`` before the model is known."""
+    model = config.model or "openai-http"
+    return f"{model} on {config.served_by}" if config.served_by else model
 
 
 def check_target(config: OpenAIConfig) -> OpenAIConfig:
@@ -277,4 +356,4 @@ def check_target(config: OpenAIConfig) -> OpenAIConfig:
             raise ConfigError("--no-model-check needs --model")
         return config
     info = asyncio.run(probe(config, key))
-    return replace(config, model=info.model)
+    return replace(config, model=info.model, served_by=info.software)

@@ -4,8 +4,9 @@ Started by the parent as ``python -m tokenmark.adapters.worker_child FD`` with o
 of a socket pair as file descriptor ``FD``. It waits for its configuration, builds an
 :class:`~tokenmark.adapters.openai_http.OpenAIHttpSUT` on its own event loop, and sends
 the request bodies the parent rendered to the endpoints the parent chose. Its handles
-keep each request's token times (its own monotonic clock) and send them in one ``D``
-message when the request ends; the parent moves them onto the run's time base. The API
+have the methods of the parent's handles and log every call (times on its own monotonic
+clock); a request's log goes to the parent in one ``D`` message when the request ends,
+and the parent replays it on its handle, on the run's time base (:mod:`.ipc`). The API
 key is read from the environment the worker inherited, never sent over the socket.
 """
 
@@ -18,73 +19,85 @@ import resource
 import signal
 import socket
 import sys
-from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import fields
 from time import perf_counter_ns
-from typing import cast
+from typing import Any, cast
 
 from tokenmark.adapters import ipc
 from tokenmark.adapters.clocksync import boot_id
 from tokenmark.adapters.openai_http import OpenAIHttpSUT
 from tokenmark.adapters.openai_target import OpenAIConfig
 from tokenmark.clock import MonotonicClock
-from tokenmark.records import ErrorClass, TokenSource
+from tokenmark.records import ErrorClass
 
 __all__ = ["main"]
 
 
+_MISSING: Any = object()  # an argument the caller left out
+
+
 class _Relay:
-    """The handle of one request in this worker: collects, then reports at the end."""
+    """The handle of one request in this worker: logs its calls, sends them at the end."""
 
-    __slots__ = ("child", "counts", "reasoning_tokens", "sent_ns", "seq", "times")
+    __slots__ = ("child", "log")
 
-    def __init__(self, child: _Child, seq: int) -> None:
+    def __init__(self, child: _Child, log: ipc.CallLog) -> None:
         self.child = child
-        self.seq = seq
-        self.sent_ns = -1
-        self.times: array[int] = array("q")
-        self.counts: array[int] = array("i")
-        self.reasoning_tokens = -1
+        self.log = log
 
-    def sent(self, t_ns: int | None = None) -> None:
-        self.sent_ns = perf_counter_ns() if t_ns is None else t_ns
 
-    def token(self, n: int = 1, t_ns: int | None = None) -> None:
-        self.times.append(perf_counter_ns() if t_ns is None else t_ns)
-        self.counts.append(n)
+def relay_class(shape: ipc.HandleShape) -> type[_Relay]:
+    """A handle class with exactly the methods of the parent's (``hasattr`` and protocol
+    checks answer as they would in the parent), each logging its call; ``complete`` and
+    ``fail`` also send the log."""
 
-    def reasoning(self, n: int = 1, t_ns: int | None = None) -> None:
-        """Reasoning chunks travel as negative counts; the parent takes them apart."""
-        self.times.append(perf_counter_ns() if t_ns is None else t_ns)
-        self.counts.append(-n)
+    def method(index: int, name: str) -> Callable[..., None]:
+        if name in ipc.TERMINAL:
+            def end(self: _Relay, *args: Any, **kwargs: Any) -> None:
+                self.log.call(index, args, kwargs, perf_counter_ns)
+                self.child.send(self.log.encode())
+            end.__name__ = name
+            return end
 
-    def reasoning_usage(self, tokens: int) -> None:
-        self.reasoning_tokens = tokens
+        def log(self: _Relay, *args: Any, **kwargs: Any) -> None:
+            self.log.call(index, args, kwargs, perf_counter_ns)
+        log.__name__ = name
+        if shape.time_at[index] != 1:
+            return log
 
-    def complete(
-        self,
-        output_tokens: int | None = None,
-        source: TokenSource = TokenSource.SUT,
-        *,
-        t_ns: int | None = None,
-        input_tokens: int | None = None,
-        alt_output_tokens: int = -1,
-        cached_input_tokens: int = -1,
-        token_ids: Sequence[int] | None = None,
-        text: str | None = None,
-        endpoint: str = "",
-    ) -> None:
-        t = perf_counter_ns() if t_ns is None else t_ns
-        self.child.send(ipc.done_message(self.seq, self.sent_ns, t, output_tokens, source,
-                                         input_tokens, alt_output_tokens,
-                                         cached_input_tokens, self.reasoning_tokens,
-                                         self.times, self.counts, text))
+        def packed(self: _Relay, n: Any = _MISSING, t_ns: Any = None, *rest: Any,
+                   **kwargs: Any) -> None:
+            """``name(n, t_ns)``, one per streamed read: straight into the arrays."""
+            if type(n) is int and type(t_ns) is int and not rest and not kwargs:
+                lg = self.log
+                times = lg.times
+                try:
+                    times.append(t_ns)  # first: if it does not fit, nothing was added
+                    try:
+                        lg.args.append(n)
+                    except OverflowError:
+                        times.pop()
+                        raise
+                except OverflowError:
+                    pass
+                else:
+                    lg.methods.append(index)
+                    return
+            args: tuple[Any, ...] = () if n is _MISSING else (n,)
+            if n is _MISSING:
+                if t_ns is not None:
+                    kwargs["t_ns"] = t_ns
+            elif t_ns is not None or rest:
+                args += (t_ns, *rest)
+            self.log.call(index, args, kwargs, perf_counter_ns)
+        packed.__name__ = name
+        return packed
 
-    def fail(self, error: ErrorClass, detail: str = "", *, t_ns: int | None = None,
-             endpoint: str = "") -> None:
-        t = perf_counter_ns() if t_ns is None else t_ns
-        self.child.send(ipc.frame(b"F", ipc.FAIL.pack(
-            self.seq, self.sent_ns, t, ipc.ERRORS.index(error)) + detail.encode()))
+    ns: dict[str, Any] = {"__slots__": ()}
+    for i, name in enumerate(shape.methods):
+        ns[name] = method(i, name)
+    return type("Relay", (_Relay,), ns)
 
 
 class _Child(asyncio.Protocol):
@@ -94,6 +107,7 @@ class _Child(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.sut: OpenAIHttpSUT | None = None
         self.cpu0 = 0.0
+        self.shapes: list[tuple[ipc.HandleShape, type[_Relay]]] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # any loop's transport (uvloop's are not asyncio.Transport subclasses)
@@ -110,14 +124,18 @@ class _Child(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         for kind, payload in self.reader.feed(data):
             if kind == 73:  # "I"
-                seq, ep = ipc.ISSUE.unpack_from(payload, 0)
+                seq, ep, kind_of_handle = ipc.ISSUE.unpack_from(payload, 0)
                 sut = self.sut
                 assert sut is not None
-                relay = _Relay(self, seq)
+                shape, cls = self.shapes[kind_of_handle]
+                relay: Any = cls(self, ipc.CallLog(shape, seq))  # the parent's methods
                 try:
                     sut.send(ep, seq, bytes(payload[ipc.ISSUE.size:]), relay)
                 except Exception as e:  # a bug: report it as the request's failure
                     relay.fail(ErrorClass.SUT_ERROR, f"{type(e).__name__}: {e}")
+            elif kind == 72:  # "H": the shape of a kind of handle, numbered in order
+                shape = ipc.HandleShape.from_json(bytes(payload))
+                self.shapes.append((shape, relay_class(shape)))
             elif kind == 83:  # "S": clock ping
                 (t1,) = ipc.PING.unpack_from(payload, 0)
                 self.send(ipc.frame(b"s", ipc.PONG.pack(t1, perf_counter_ns())))
@@ -137,16 +155,11 @@ class _Child(asyncio.Protocol):
         self.send(ipc.frame(b"R", json.dumps(ready).encode()))
 
     async def stop(self) -> None:
-        stats = []
+        stats: list[dict[str, Any]] = []
         if self.sut is not None:
             await self.sut.stop()
-            for st in self.sut.stats:
-                stats.append({"requests": st.requests, "ok": st.ok, "errors": st.errors,
-                              "output_tokens": st.output_tokens,
-                              "cached_prompt_tokens": st.cached_prompt_tokens,
-                              "max_in_flight": st.max_in_flight,
-                              "connections": st.connections,
-                              "connect_waits": st.connect_waits})
+            # every field, whatever they are (shallow: asdict would mangle a Counter)
+            stats = [{f.name: getattr(st, f.name) for f in fields(st)} for st in self.sut.stats]
         final = {"endpoints": stats, "cpu_s": _cpu_s() - self.cpu0}
         self.send(ipc.frame(b"Z", json.dumps(final).encode()))
         if self.transport is not None:

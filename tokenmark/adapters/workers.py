@@ -32,17 +32,22 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any, cast
 
 from tokenmark.adapters import ipc
 from tokenmark.adapters.clocksync import ClockSync, boot_id, estimate
-from tokenmark.adapters.openai_http import BodyRenderer, EndpointStats, request_id
-from tokenmark.adapters.openai_target import OpenAIConfig, api_key, probe
+from tokenmark.adapters.openai_http import (
+    BodyRenderer,
+    EndpointStats,
+    measure_prompt,
+    request_id,
+)
+from tokenmark.adapters.openai_target import OpenAIConfig, api_key, http_name, probe
 from tokenmark.adapters.pool import parse_base_url
 from tokenmark.clock import Clock, FakeClock, MonotonicClock
 from tokenmark.errors import ConfigError, TargetError
-from tokenmark.records import ErrorClass, Query
+from tokenmark.records import ErrorClass, Query, ResponseDetails
 from tokenmark.sut import ResponseHandle
 
 __all__ = ["WorkerPoolSUT"]
@@ -82,8 +87,6 @@ class _Link(asyncio.Protocol):
         for kind, payload in self.reader.feed(data):
             if kind == 68:  # "D"
                 pool._done(self, payload)
-            elif kind == 70:  # "F"
-                pool._failed(self, payload)
             elif kind == 115:  # "s"
                 t3 = pool._now()
                 t1, t2 = ipc.PONG.unpack_from(payload, 0)
@@ -121,7 +124,8 @@ class WorkerPoolSUT:
         self._run_id = os.urandom(4).hex()
         self._links: list[_Link] = []
         self._procs: list[subprocess.Popen[bytes]] = []
-        self._pending: dict[int, tuple[ResponseHandle, int, _Link]] = {}
+        self._pending: dict[int, tuple[ResponseHandle, int, _Link, ipc.HandleShape]] = {}
+        self._shapes: dict[type, tuple[int, ipc.HandleShape]] = {}
         self._end_sync: list[ClockSync] = []
         self._renderer = BodyRenderer(self.config)
         self._stopping = False
@@ -131,7 +135,7 @@ class WorkerPoolSUT:
     # -- the SystemUnderTest contract ------------------------------------------------------
     @property
     def name(self) -> str:
-        return "openai-http"
+        return http_name(self.config)
 
     def describe(self) -> dict[str, str]:
         cfg = self.config
@@ -140,6 +144,8 @@ class WorkerPoolSUT:
             "api": cfg.api,
             "stream": str(cfg.stream).lower(),
             "model": cfg.model,
+            "served_model": cfg.model,
+            "server_software": cfg.served_by or "not said",
             "urls": " ".join(self.labels),
             "routing": cfg.routing,
             "tokenizer": cfg.tokenizer or "none",
@@ -161,7 +167,7 @@ class WorkerPoolSUT:
         cfg = self.config
         if cfg.check_models:
             target = await probe(cfg, api_key(cfg))
-            cfg = replace(cfg, model=target.model)
+            cfg = replace(cfg, model=target.model, served_by=cfg.served_by or target.software)
         self.config = cfg
         self._renderer = BodyRenderer(cfg)
         loop = asyncio.get_running_loop()
@@ -238,17 +244,37 @@ class WorkerPoolSUT:
         for other in links:  # the least busy worker, ties in turn
             if other.in_flight < link.in_flight:
                 link = other
-        self._pending[query.seq] = (handle, ep, link)
+        renderer = self._renderer
+        if renderer.exact_output and hasattr(handle, "details"):  # a DetailsHandle
+            handle.details(ResponseDetails(
+                demanded_output_tokens=renderer.output_tokens(query.sample)))
+        known = self._shapes.get(type(handle))
+        if known is None:  # a new kind of handle: every worker learns its methods
+            known = self._shapes[type(handle)] = (len(self._shapes),
+                                                  ipc.HandleShape.of(type(handle)))
+            for each in self._links:
+                each.send(ipc.frame(b"H", known[1].to_json()))
+        self._pending[query.seq] = (handle, ep, link, known[1])
         link.in_flight += 1
         self._in_flight[ep] += 1
         st = self.stats[ep]
         if self._in_flight[ep] > st.max_in_flight:
             st.max_in_flight = self._in_flight[ep]
-        link.send(ipc.frame(b"I", ipc.ISSUE.pack(query.seq, ep)
+        link.send(ipc.frame(b"I", ipc.ISSUE.pack(query.seq, ep, known[0])
                             + self._renderer.body(query.sample)))
 
     def request_id(self, seq: int) -> str:
         return request_id(self._run_id, seq)
+
+    @property
+    def length_probe(self) -> bool:
+        """Whether :meth:`prompt_overhead` may send its probe requests."""
+        return self.config.length_probe
+
+    async def prompt_overhead(self, text: str, planned: int) -> int | None:
+        """The tokens the server adds to a prompt (``tokenmark.sut.PromptProbe``)."""
+        served = await measure_prompt(self.config, text)
+        return None if served is None else served - planned
 
     # -- answers -----------------------------------------------------------------------------
     def _route(self) -> int:
@@ -264,55 +290,25 @@ class WorkerPoolSUT:
             return best
         return i
 
-    def _take(self, link: _Link, seq: int) -> tuple[ResponseHandle, int] | None:
+    def _take(self, link: _Link, seq: int) -> tuple[ResponseHandle, int,
+                                                    ipc.HandleShape] | None:
         entry = self._pending.pop(seq, None)
         if entry is None:
             return None
-        handle, ep, _ = entry
+        handle, ep, _, shape = entry
         link.in_flight -= 1
         self._in_flight[ep] -= 1
-        return handle, ep
+        return handle, ep, shape
 
     def _done(self, link: _Link, payload: memoryview) -> None:
-        seq, sent, t, out, source, inp, alt, cached, reasoning, times, counts, text = (
-            ipc.parse_done(payload))
-        got = self._take(link, seq)
-        if got is None:
-            return
-        handle, ep = got
-        off = link.sync.offset_ns
-        if sent >= 0:
-            handle.sent(sent - off)
-        token = handle.token
-        split = getattr(handle, "reasoning", None)  # a tokenmark.sut.ReasoningHandle
-        for k in range(len(times)):
-            c = counts[k]
-            if c >= 0:
-                token(c, times[k] - off)
-            elif split is not None:
-                split(-c, times[k] - off)
-            else:
-                token(-c, times[k] - off)
-        if reasoning >= 0 and split is not None:
-            handle.reasoning_usage(reasoning)  # type: ignore[attr-defined]
-        handle.complete(out, source, t_ns=t - off, input_tokens=inp, alt_output_tokens=alt,
-                        cached_input_tokens=cached, text=text, endpoint=self.labels[ep])
-
-    def _failed(self, link: _Link, payload: memoryview) -> None:
-        seq, sent, t, err = ipc.FAIL.unpack_from(payload, 0)
-        got = self._take(link, seq)
-        if got is None:
-            return
-        handle, ep = got
-        if sent >= 0:
-            handle.sent(sent - link.sync.offset_ns)
-        detail = bytes(payload[ipc.FAIL.size:]).decode("utf-8", "replace")
-        handle.fail(ipc.ERRORS[err], detail, t_ns=t - link.sync.offset_ns,
-                    endpoint=self.labels[ep])
+        """A request ended in a worker: its handle calls, replayed on the parent's handle."""
+        got = self._take(link, ipc.done_seq(payload))
+        if got is not None:
+            ipc.replay(payload, got[2], got[0], link.sync.offset_ns)
 
     def _lost(self, link: _Link) -> None:
         """A worker's socket closed: fail what it had in flight (unless we are stopping)."""
-        for seq, (handle, ep, owner) in list(self._pending.items()):
+        for seq, (handle, ep, owner, _) in list(self._pending.items()):
             if owner is link:
                 self._take(link, seq)
                 handle.fail(ErrorClass.UNANSWERED,
@@ -321,12 +317,16 @@ class WorkerPoolSUT:
                 self.stats[ep].errors[ErrorClass.UNANSWERED.value] += 1
 
     def _merge(self, final: dict[str, Any]) -> None:
+        """Add a worker's per-endpoint counters (every field; the peak in flight is the
+        parent's own, over all workers)."""
         self.worker_cpu_s += float(final.get("cpu_s", 0.0))
         for st, row in zip(self.stats, final.get("endpoints", []), strict=False):
-            st.requests += row["requests"]
-            st.ok += row["ok"]
-            st.errors.update(Counter(row["errors"]))
-            st.output_tokens += row["output_tokens"]
-            st.cached_prompt_tokens += row["cached_prompt_tokens"]
-            st.connections += row["connections"]
-            st.connect_waits += row.get("connect_waits", 0)
+            for f in fields(st):
+                value = row.get(f.name)
+                if f.name in ("label", "max_in_flight") or value is None:
+                    continue
+                mine = getattr(st, f.name)
+                if isinstance(mine, Counter):
+                    mine.update(Counter(value))
+                elif isinstance(mine, int | float):
+                    setattr(st, f.name, mine + value)

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from tokenmark.cli.app import app, bad_input, err
+from tokenmark.cli.app import app, bad_input, check_numbers, err
 from tokenmark.errors import BadInputError
 
 __all__ = ["UPLOAD_TOKEN_ENV", "report", "ui"]
@@ -103,6 +103,7 @@ def ui(
 
     token = upload_token or os.environ.get(UPLOAD_TOKEN_ENV) or None
     try:
+        check_numbers({"max_upload_mb": max_upload_mb})
         cfg = UiConfig(db=db, upload_token=token,
                        max_upload_bytes=int(max_upload_mb * 1024 * 1024),
                        runs=tuple(runs_dir or ()),

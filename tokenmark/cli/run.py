@@ -16,14 +16,28 @@ from rich.text import Text
 
 from tokenmark import __version__, results_api, scale_api, submission_api
 from tokenmark.adapters.inprocess import LatencyModel
-from tokenmark.adapters.openai_target import OpenAIConfig
+from tokenmark.adapters.openai_target import (
+    DEFAULT_MAX_EVENT_BYTES,
+    OpenAIConfig,
+    check_target,
+    http_name,
+)
 from tokenmark.api import (
+    EXIT_INTERRUPTED,
+    InterruptGuard,
     RunResult,
     SutSpec,
     run_benchmark,
 )
-from tokenmark.assemble import WorkloadSpec, build_workload, default_api, http_sut_factory
-from tokenmark.cli.app import app, bad_input, err
+from tokenmark.assemble import (
+    WorkloadSpec,
+    build_workload,
+    default_api,
+    http_sut_factory,
+    prebuild,
+    server_tokenizer,
+)
+from tokenmark.cli.app import app, bad_input, check_numbers, err
 from tokenmark.cli.progress import ProgressMode, progress_view
 from tokenmark.cli.trust import manifest_plan, run_watchers
 from tokenmark.clock import Clock
@@ -143,8 +157,10 @@ def run(
         help="Skip prompts longer than --max-context instead of failing.",
         rich_help_panel=WL)] = False,
     tokenizer: Annotated[str, typer.Option(
-        help="'builtin' or a Hugging Face tokenizer folder / tokenizer.json; counts prompt "
-        "tokens and, for an HTTP target, output tokens.", rich_help_panel=WL)] = "builtin",
+        help="'builtin', a Hugging Face tokenizer folder / tokenizer.json, or 'server' (an "
+        "HTTP target's own tokenize/detokenize endpoints: vLLM, SGLang, llama.cpp); counts "
+        "prompt tokens and, for an HTTP target given a file, output tokens.",
+        rich_help_panel=WL)] = "builtin",
     chat_template: Annotated[bool, typer.Option(
         help="Apply the tokenizer's chat template to prompts.", rich_help_panel=WL)] = False,
     chat_template_file: Annotated[Path | None, typer.Option(
@@ -246,6 +262,12 @@ def run(
         help="A JSON object merged into every request body.", rich_help_panel=TG)] = "",
     model_check: Annotated[bool, typer.Option(
         help="Check GET /v1/models before the run.", rich_help_panel=TG)] = True,
+    length_probe: Annotated[bool, typer.Option(
+        help="Send two one-token requests before the run to measure the chat template's "
+        "tokens and check the first prompt's length.", rich_help_panel=TG)] = True,
+    max_event_bytes: Annotated[int, typer.Option(
+        help="The largest server-sent event accepted; a larger one fails its request as a "
+        "malformed stream.", rich_help_panel=TG)] = DEFAULT_MAX_EVENT_BYTES,
     workers: Annotated[int, typer.Option(
         help="Client worker processes (0: the client runs in this process).",
         rich_help_panel=TG)] = 0,
@@ -316,6 +338,7 @@ def run(
     Example: tokenmark run --benchmark llama3.1-8b --scenario Server --profile demo --qps 30
     """
     try:
+        check_numbers(ctx.params)
         doc = read_toml(config) if config else {}
         runt = doc.get("run", {})
         round_name = round_ or runt.get("round") or "v6.0"
@@ -403,9 +426,26 @@ def run(
         )
         if plan is not None:
             spec_w = plan.spec
+        tg = doc.get("target", {})
+        urls = tuple(url or tg.get("urls", ()))
+        served_tok = None
+        if spec_w.tokenizer == "server" and urls:
+            served_tok = server_tokenizer(OpenAIConfig(
+                urls=urls, model=model or tg.get("model", ""),
+                api_key_env=tg.get("api_key_env", api_key_env),
+                headers=_headers([*(header or []), *tg.get("headers", [])]),
+                verify_tls=verify_tls, ca_file=ca_file or tg.get("ca_file", ""),
+                connect_timeout_s=connect_timeout))
         api = default_api(api or doc.get("target", {}).get("api", ""), spec_w,
                           layered.preset.name)
-        workload = build_workload(spec_w, layered)
+        workload = build_workload(spec_w, layered, served_tok)
+        if served_tok is not None:
+            n_built = prebuild(workload.dataset)
+            if not quiet and not json_out:
+                err.print(f"{n_built} prompts built with the server's tokenizer "
+                          f"({served_tok.name}, {served_tok.round_trips} round trips)",
+                          highlight=False)
+            served_tok.close()
         effective(layered.settings, len(workload.dataset))  # bad settings fail before any output
         s = doc.get("sut", {})
         lm = LatencyModel(
@@ -433,8 +473,6 @@ def run(
             if logs_outputs else None)
         if (sut or s.get("kind")) == "hf":
             spec = hf_sut_factory(model_dir or Path(s.get("model_dir", "")))
-        tg = doc.get("target", {})
-        urls = tuple(url or tg.get("urls", ()))
         if urls:
             conc = layered.settings.concurrency or layered.settings.max_concurrency
             cfg = OpenAIConfig(
@@ -451,16 +489,26 @@ def run(
                 ignore_eos=ignore_eos or bool(tg.get("ignore_eos", False)),
                 temperature=temperature if temperature is not None else tg.get("temperature"),
                 include_usage=include_usage, extra_body=extra_body or tg.get("extra_body", ""),
-                tokenizer="" if spec_w.tokenizer == "builtin" else spec_w.tokenizer,
+                tokenizer="" if spec_w.tokenizer in ("builtin", "server") else spec_w.tokenizer,
                 check_models=model_check,
                 keep_text=logs_outputs,
+                max_event_bytes=max_event_bytes,
+                length_probe=length_probe,
             )
-            if logs_outputs and spec_w.tokenizer == "builtin":
+            if logs_outputs and spec_w.tokenizer in ("builtin", "server"):
                 raise ConfigError("logging outputs of an HTTP target needs the model's "
                                   "tokenizer to turn text into token ids; give --tokenizer PATH")
             if plan is not None and plan.sampling is not None:
                 cfg = plan.sampling.apply(cfg)
-            spec = http_sut_factory(cfg, workers=workers)
+            cfg = check_target(cfg)
+            if spec_w.tokenizer == "builtin" and not cfg.served_by.startswith("tokenmark/") \
+                    and not quiet and not json_out:
+                err.print(f"[yellow]warning:[/] prompts are measured with tokenmark's built-in "
+                          f"word tokenizer, not the model's: {http_name(cfg)} will count "
+                          "other lengths (often several times more tokens). Give the "
+                          "model's tokenizer with --tokenizer PATH, or --tokenizer server.",
+                          soft_wrap=True, highlight=False)
+            spec = http_sut_factory(cfg, workers=workers, check=False)
         driver = scale_api.distributed_driver(distributed, ray_address, ray_workers)
         eff_scenario = layered.settings.scenario
         out_dir = output or Path("results") / (
@@ -479,6 +527,11 @@ def run(
         )
     view = progress_view(layered.settings, len(workload.dataset), quiet=quiet,
                          json_out=json_out, mode=progress_mode, console=err)
+    # From the run on, no Ctrl-C loses the results: the first stops the run, the results
+    # are written; one that arrives while the report is written skips the report.
+    guard = InterruptGuard(on_stop=lambda: err.print(
+        "[yellow]stopping (Ctrl-C):[/] writing the results of what was measured",
+        highlight=False))
     try:
         trace_plan = None
         if workload.trace_offsets_ns is not None and workload.trace_samples is not None:
@@ -497,7 +550,9 @@ def run(
                                   "--audit (LoadGen reads audits from audit.config)")
             result = submission_api.run_official_loadgen(layered, workload.dataset, spec,
                                                          out_dir, find_peak=find_peak)
+            ctx.with_resource(guard)  # during LoadGen's own run Ctrl-C ends it as before
         else:
+            ctx.with_resource(guard)
             watchers = run_watchers(
                 layered, spec_w, workload, cfg if urls else None, plan,
                 virtual_time=virtual_time, watch=client_watch, calibrate=calibrate,
@@ -517,18 +572,27 @@ def run(
     except BadInputError as e:
         raise bad_input(e) from None
     _print_result(result, quiet=quiet, json_out=json_out)
-    _write_report(result, quiet=quiet or json_out)
+    _write_report(result, quiet=quiet or json_out, guard=guard)
     if not no_db:
         _store(result, db, quiet=quiet or json_out)
+    if result.exit_code == EXIT_INTERRUPTED:
+        err.print(f"interrupted (Ctrl-C): the run stopped early and is INVALID; what it "
+                  f"measured is in {result.output_dir}", highlight=False, soft_wrap=True)
     raise typer.Exit(result.exit_code)
 
 
-def _write_report(result: RunResult, *, quiet: bool) -> None:
-    """Write report.html beside results.json; a failure warns and keeps the run's exit code."""
+def _write_report(result: RunResult, *, quiet: bool, guard: InterruptGuard) -> None:
+    """Write report.html beside results.json; a failure warns and keeps the run's exit code.
+    A Ctrl-C meanwhile skips it."""
     try:
-        path = write_report(result.output_dir)
+        with guard.skippable():
+            path = write_report(result.output_dir)
     except (OSError, ValueError, BadInputError) as e:
         err.print(f"[yellow]warning:[/] no report.html: {e}", soft_wrap=True)
+        return
+    except KeyboardInterrupt:
+        err.print(f"report.html skipped (Ctrl-C); write it with: tokenmark report "
+                  f"{result.output_dir}", highlight=False, soft_wrap=True)
         return
     if not quiet:
         err.print(f"report: {path}", highlight=False)
@@ -623,7 +687,8 @@ def _print_result(result: RunResult, *, quiet: bool, json_out: bool) -> None:
         title.append_text(_verdict_text(verdict))
         out.print(title)
         for f in verdict.findings:
-            mark = "[green]pass[/]" if f.passed else "[red]FAIL[/]"
+            mark = ("[green]pass[/]" if f.passed else
+                    "[yellow]warn[/]" if f.level == "warn" else "[red]FAIL[/]")
             out.print(f"  {mark} {f.rule}: {f.observed} (required {f.required})",
                       highlight=False)
             if not f.passed and f.advice:

@@ -19,7 +19,7 @@ from tokenmark.adapters.inprocess import LatencyModel
 from tokenmark.adapters.openai_target import OpenAIConfig
 from tokenmark.api import EXIT_INVALID, EXIT_VALID, SutSpec, make_sut
 from tokenmark.assemble import WorkloadSpec, build_workload, http_sut_factory
-from tokenmark.cli.app import app, bad_input, err
+from tokenmark.cli.app import app, bad_input, check_numbers, err
 from tokenmark.clock import Clock
 from tokenmark.config.layering import LayeredSettings, build_settings, read_toml
 from tokenmark.dataset import Dataset
@@ -84,6 +84,7 @@ class _Setup:
 
 
 def _setup(o: dict[str, Any], *, default_scenario: str = "Server") -> _Setup:
+    check_numbers(o)
     doc = read_toml(o["config"]) if o["config"] else {}
     runt = doc.get("run", {})
     sc = Scenario.parse(o["scenario"] or runt.get("scenario") or default_scenario)

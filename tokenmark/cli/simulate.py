@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tokenmark.cli.app import app, bad_input
+from tokenmark.cli.app import app, bad_input, check_numbers
 from tokenmark.config.layering import build_settings, default_scenario
 from tokenmark.errors import BadInputError
 from tokenmark.perfmodel import Efficiency
@@ -74,6 +74,8 @@ def simulate_cmd(
     """
     out = Console()
     try:
+        check_numbers({"scale_out_gbps": scale_out_gbps, "mfu": mfu, "mbu": mbu, "qps": qps,
+                       "min_duration": min_duration})
         picked = Scenario.parse(scenario) if scenario else default_scenario(round_, benchmark)
         if picked is None:
             raise BadInputError(f"{benchmark} has no Server scenario in {round_}; choose one "

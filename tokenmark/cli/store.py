@@ -13,7 +13,7 @@ import typer
 from rich.table import Table as RichTable
 
 from tokenmark import results_api
-from tokenmark.cli.app import app, bad_input, err, out
+from tokenmark.cli.app import app, bad_input, check_numbers, err, out
 from tokenmark.errors import EXIT_BAD_INPUT, AnalysisError, BadInputError
 from tokenmark.results_tables import (
     Table,
@@ -200,6 +200,7 @@ def reproducibility(
     Example: tokenmark reproducibility --round v6.1 --vendor amd
     """
     try:
+        check_numbers({"tolerance": tolerance})
         groups = results_api.reproducibility(db=db, benchmark=benchmark, scenario=scenario,
                                              accelerator=accelerator,
                                              accelerators=accelerators,

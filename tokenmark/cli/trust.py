@@ -17,7 +17,7 @@ from tokenmark import trust_api
 from tokenmark.adapters.openai_target import OpenAIConfig
 from tokenmark.api import EXIT_BAD_INPUT, EXIT_INVALID, EXIT_VALID, RunWatcher
 from tokenmark.assemble import Workload, WorkloadSpec
-from tokenmark.cli.app import app, bad_input, err, out
+from tokenmark.cli.app import app, bad_input, check_numbers, err, out
 from tokenmark.config.layering import LayeredSettings
 from tokenmark.errors import BadInputError, ConfigError
 from tokenmark.trust.bundle import TamperedError
@@ -208,6 +208,7 @@ def calibrate(
     Example: tokenmark calibrate --duration 3
     """
     try:
+        check_numbers({"duration": duration})
         cap, was_cached = trust_api.calibrate(workers=workers, duration_s=duration,
                                               concurrency=concurrency,
                                               output_tokens=output_tokens, force=force)

@@ -13,6 +13,7 @@ gives for the benchmark and scenario (e.g. ``llama2-70b-interactive``).
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -21,6 +22,7 @@ from typing import Any
 
 from tokenmark.config.presets import BenchmarkPreset, mlperf_settings, resolve
 from tokenmark.errors import ConfigError
+from tokenmark.inputs import MIB, InputLimitError, read_bounded, toml_loads
 from tokenmark.settings import (
     LatencyLimits,
     Mode,
@@ -37,6 +39,7 @@ __all__ = [
     "LayeredSettings",
     "build_settings",
     "default_scenario",
+    "parse_user_conf",
     "read_toml",
     "read_user_conf",
 ]
@@ -56,7 +59,7 @@ PROFILES: dict[str, dict[str, Any]] = {"demo": DEMO_PROFILE, "mlperf": {}}
 #: The demo profile's cap on generated output lengths (``max_tokens`` of synthetic and
 #: file-backed samples; a reasoning model's reasoning and answer together), so a demo of
 #: a long-output benchmark (deepseek-r1: up to 20000 tokens) stays short.
-DEMO_MAX_OUTPUT_TOKENS = 1024
+DEMO_MAX_OUTPUT_TOKENS = 512
 
 _LIMIT_KEYS = {
     "ttft_latency_ms": "ttft_ns",
@@ -94,6 +97,9 @@ _FIELD_TYPES: dict[str, str] = {
     **{k: "float" for k in _LIMIT_KEYS},
 }
 _MLPERF_LOCKED = {"qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed"}
+#: The largest magnitude a number in a config file or user.conf may have (LoadGen keeps
+#: counts in 64 bits).
+_FILE_NUMBER_MAX = float(2**63)
 
 
 @dataclass(frozen=True)
@@ -125,7 +131,11 @@ def _coerce(key: str, value: Any, where: str) -> Any:
         if kind == "float":
             if isinstance(value, bool):
                 raise ValueError
-            return float(value)
+            number = float(value)
+            if not (math.isfinite(number) and abs(number) < _FILE_NUMBER_MAX):
+                raise ConfigError(f"{where}: {key} must be a finite number below 2^63 "
+                                  f"(got {value!r})")
+            return number
         if kind == "bool":
             if isinstance(value, bool):
                 return value
@@ -146,12 +156,14 @@ def _article(kind: str) -> str:
 def read_toml(path: Path) -> dict[str, Any]:
     """A tokenmark TOML config file (``[run]`` and ``[settings]`` tables)."""
     try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
+        doc = toml_loads(read_bounded(path, MIB).decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist; check the path") from None
-    except tomllib.TOMLDecodeError as e:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"config file {path} is not valid TOML: {e}") from None
+    except InputLimitError as e:
+        raise ConfigError(f"config file {path} is {e}; a tokenmark config is a few "
+                          "short tables") from None
     except OSError as e:
         raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
     unknown = set(doc) - {"run", "settings", "dataset", "sut", "target"}
@@ -173,16 +185,12 @@ def read_toml(path: Path) -> dict[str, Any]:
     return doc
 
 
-def read_user_conf(
-    path: Path, model: str, scenario: Scenario
-) -> dict[str, Any]:
-    """Settings a LoadGen ``user.conf`` gives for ``model`` and ``scenario``."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"user.conf {path} does not exist; check the path") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"cannot read user.conf {path}: {e}") from None
+def parse_user_conf(text: str, where: str) -> dict[str, str]:
+    """The ``key = value`` lines of a LoadGen ``user.conf`` (comments dropped); a
+    ConfigError names the first line that is not one (binary, NUL, not a number)."""
+    if "\x00" in text:
+        raise ConfigError(f"user.conf {where} is not text (it holds NUL bytes); give "
+                          "LoadGen's 'model.scenario.key = value' lines")
     kv: dict[str, str] = {}
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
@@ -190,17 +198,39 @@ def read_user_conf(
             continue
         parts = line.replace("=", " = ", 1).split()
         if len(parts) != 3 or parts[1] != "=":
-            raise ConfigError(f"{path}:{n}: expected 'model.scenario.key = value' (got {raw!r})")
+            raise ConfigError(f"{where}:{n}: expected 'model.scenario.key = value' "
+                              f"(got {raw[:80]!r})")
         key, _, value = parts
         if key.count(".") < 2:
-            raise ConfigError(f"{path}:{n}: the key {key!r} must read model.scenario.key")
+            raise ConfigError(f"{where}:{n}: the key {key[:80]!r} must read "
+                              "model.scenario.key")
         try:
-            float(value) if not value.lower().startswith("0x") else int(value, 16)
+            number = float(value) if not value.lower().startswith("0x") else int(value, 16)
         except ValueError:
             raise ConfigError(
-                f"{path}:{n}: value needs to be integer or double (got {value!r})"
+                f"{where}:{n}: value needs to be integer or double (got {value[:80]!r})"
             ) from None
+        if not math.isfinite(number) or abs(number) >= _FILE_NUMBER_MAX:
+            raise ConfigError(f"{where}:{n}: {value[:80]!r} is not a finite number below "
+                              "2^63; give a real value")
         kv[key] = value
+    return kv
+
+
+def read_user_conf(
+    path: Path, model: str, scenario: Scenario
+) -> dict[str, Any]:
+    """Settings a LoadGen ``user.conf`` gives for ``model`` and ``scenario``."""
+    try:
+        text = read_bounded(path, MIB).decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"user.conf {path} does not exist; check the path") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"user.conf {path} is not text (not UTF-8); give LoadGen's "
+                          "'model.scenario.key = value' lines") from None
+    except (OSError, InputLimitError) as e:
+        raise ConfigError(f"cannot read user.conf {path}: {e}") from None
+    kv = parse_user_conf(text, str(path))
     lg = scenario.loadgen.value
 
     def lookup(sc: str, key: str) -> str | None:

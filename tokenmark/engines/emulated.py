@@ -296,10 +296,11 @@ class Emulator:
 
     Tokens of a step reach each streamed request's listener when the step is delivered.
     When the event loop runs late and further steps are already due by the model's
-    timeline, up to ``CATCH_UP_STEPS`` of them are run and delivered at once, and each
-    request gets the tokens of all of them in one call: the emulator's own cost per
-    step is then one call per request whatever the number of steps, so it keeps up with
-    the model instead of falling further behind (the lateness is in :attr:`lag`).
+    timeline, up to ``CATCH_UP_STEPS`` of them are run and delivered at once right after
+    it, and each request gets the tokens of all of them in one more call: the emulator's
+    own cost per step is then one call per request whatever the number of steps, so it
+    keeps up with the model instead of falling further behind (the lateness is in
+    :attr:`lag`).
     """
 
     def __init__(self, d: Deployment, clock: Clock, *, stream: bool = True,
@@ -415,8 +416,8 @@ class Emulator:
 
     def _run(self, e: int, start: int, now: int) -> None:
         """Plan steps of replica ``e`` from ``start``: deliver at once those already due
-        at ``now`` (at most ``CATCH_UP_STEPS``), then flush their tokens and wait for
-        the next one."""
+        at ``now`` (at most ``CATCH_UP_STEPS``), hand their tokens over in one flush, and
+        wait for the next one."""
         eng = self.cluster.engines[e]
         scale = self.scale
         caught = 0
@@ -424,7 +425,8 @@ class Emulator:
             if self.stopped or not eng.has_work:
                 self._busy[e] = False
                 self._timers.pop(e, None)
-                self._flush(e)
+                if caught:
+                    self._flush(e)
                 return
             out = eng.advance()
             idx = eng.steps - 1
@@ -432,7 +434,8 @@ class Emulator:
             cost = out.plan.cost.total_ns
             end = start + (cost if scale == 1.0 else int(cost * scale))
             if end > now or caught >= CATCH_UP_STEPS:
-                self._flush(e)
+                if caught:
+                    self._flush(e)
                 self._timers[e] = self.clock.call_at(
                     end, functools.partial(self._deliver, e, out, end, idx))
                 return
@@ -449,6 +452,7 @@ class Emulator:
         if lag > 0:
             self.lag.add(lag)
         self._apply(e, out, end, idx)
+        self._flush(e)  # this step's tokens now, before any caught-up ones
         base = end if lag <= REBASE_NS else now
         if lag > REBASE_NS:
             self.lag.rebases += 1

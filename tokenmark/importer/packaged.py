@@ -18,9 +18,7 @@ thousand rows; a refreshed table in the user's data folder, or the file
 from __future__ import annotations
 
 import csv
-import datetime as dt
 import gzip
-import hashlib
 import io
 import json
 import os
@@ -28,9 +26,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from tokenmark.resultrows import Label, ResultRow, merge_rows, round_order
+from tokenmark.resultrows import Label, ResultRow, merge_all, round_order
+
+if TYPE_CHECKING:
+    import datetime as dt
 
 __all__ = [
     "COLUMNS",
@@ -243,6 +244,8 @@ class Source:
 
 def source_line(path: Path, entries: int, rows: int, llm: int, kind: str) -> str:
     """A provenance line for one source: name, SHA-256 (of a file), what it held."""
+    import hashlib  # here, not at import: reading the table must start fast
+
     digest = ""
     if path.is_file():
         h = hashlib.sha256()
@@ -260,9 +263,10 @@ def build(sources: Sequence[Source], base: PublishedTable | None = None, *, vers
     rows read from ``sources``: published (official) LLM results only, one per result,
     merged as an import merges them (logs over a table; a newer table over an older).
     The base's ``source:`` lines are kept in the new provenance."""
+    import datetime as dt
+
     skipped: Counter[str] = Counter()
-    differences: list[str] = []
-    by_key = {r.key: r for r in (base.rows if base else ())}
+    kept: list[ResultRow] = []
     for src in sources:
         for r in src.rows:
             if r.kind != "published":
@@ -272,14 +276,8 @@ def build(sources: Sequence[Source], base: PublishedTable | None = None, *, vers
             elif not r.llm:
                 skipped["non-LLM results"] += 1
             else:
-                old = by_key.get(r.key)
-                if old is None:
-                    by_key[r.key] = r
-                else:
-                    m = merge_rows(old, r)
-                    by_key[r.key] = m.row
-                    if m.difference:
-                        differences.append(m.difference)
+                kept.append(r)
+    by_key, differences = merge_all(kept, {r.key: r for r in (base.rows if base else ())})
     rows = sorted(by_key.values(), key=lambda r: r.key)
     when = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     per_round = Counter(r.round for r in rows)

@@ -44,6 +44,7 @@ from tokenmark.importer.checker import (
     unit_for,
 )
 from tokenmark.importer.tree import FileError, Rejected, Tree
+from tokenmark.inputs import InputLimitError, json_loads
 from tokenmark.mllog import MLLogError, parse_detail, parse_summary
 from tokenmark.resultrows import Label, ResultRow, SystemRecord, accelerator_counts
 
@@ -126,9 +127,11 @@ class SubmitterReader:
         if not self.tree.exists(p):
             return None
         try:
-            obj = json.loads(self.tree.read_text(p))
+            obj = json_loads(self.tree.read_text(p))
         except Rejected as r:
             return r.error
+        except InputLimitError as exc:
+            return FileError(self.tree.rel(p), f"is {exc}")
         except json.JSONDecodeError as exc:
             return FileError(self.tree.rel(p), f"is not valid JSON ({exc.msg}, line {exc.lineno})")
         if not isinstance(obj, dict) or not all(isinstance(v, str) for v in obj.values()):
@@ -170,7 +173,9 @@ class SubmitterReader:
             raise Rejected(rel, f"missing: the system description of results/{system_id}")
         raw = self.tree.read_bytes(p)
         try:
-            desc = json.loads(raw.decode("utf-8"))
+            desc = json_loads(raw.decode("utf-8"))
+        except InputLimitError as exc:
+            raise Rejected(rel, f"is {exc}") from None
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise Rejected(rel, f"is not valid JSON ({exc})") from None
         if not isinstance(desc, dict):
@@ -338,7 +343,9 @@ class SubmitterReader:
                           take: _Take) -> tuple[Figure, str]:
         rel = self.tree.rel(path)
         try:
-            doc = json.loads(take(path, self.tree.read_text(path)))
+            doc = json_loads(take(path, self.tree.read_text(path)))
+        except InputLimitError as exc:
+            raise Rejected(rel, f"is {exc}") from None
         except json.JSONDecodeError as exc:
             raise Rejected(rel, f"is not valid JSON ({exc.msg}, line {exc.lineno})") from None
         if not isinstance(doc, dict):
@@ -398,7 +405,9 @@ class SubmitterReader:
             if not self.tree.exists(p):
                 return ""
         try:
-            obj = json.loads(take(p, self.tree.read_text(p)))
+            obj = json_loads(take(p, self.tree.read_text(p)))
+        except InputLimitError as exc:
+            raise Rejected(self.tree.rel(p), f"is {exc}") from None
         except json.JSONDecodeError as exc:
             raise Rejected(self.tree.rel(p), f"is not valid JSON ({exc.msg}, line {exc.lineno})"
                            ) from None

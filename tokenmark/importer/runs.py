@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from tokenmark.importer.tree import Rejected, Tree
+from tokenmark.inputs import InputLimitError, json_loads
 from tokenmark.resultrows import (
     SOURCE_RUN,
     Label,
@@ -75,7 +76,9 @@ def read_run(tree: Tree, path: Path, system: Mapping[str, Any] | None = None) ->
     rel = tree.rel(path)
     raw = tree.read_bytes(path)
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        doc = json_loads(raw.decode("utf-8"))
+    except InputLimitError as exc:
+        raise Rejected(rel, f"is {exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise Rejected(rel, f"is not valid JSON ({exc})") from None
     if not isinstance(doc, dict):

@@ -40,7 +40,7 @@ from tokenmark.importer.published import DIVISIONS, SubmitterReader
 from tokenmark.importer.runs import is_results_file, read_run
 from tokenmark.importer.tables import TABLE_NAMES, TableRead, is_table, read_table
 from tokenmark.importer.tree import FileError, Limits, Rejected, Tree
-from tokenmark.resultrows import Label, ResultRow, RunRecord, SystemRecord, merge_rows
+from tokenmark.resultrows import Label, ResultRow, RunRecord, SystemRecord, merge_all
 
 __all__ = ["MAX_DEPTH", "Scan", "scan"]
 
@@ -81,18 +81,10 @@ class Scan:
         self.errors += table.errors
 
     def merge_duplicates(self) -> None:
-        """One row per result: rows of one key merged (:func:`merge_rows`), in order."""
-        by_key: dict[str, ResultRow] = {}
-        for row in self.rows:
-            old = by_key.get(row.key)
-            if old is None:
-                by_key[row.key] = row
-                continue
-            merged = merge_rows(old, row)
-            by_key[row.key] = merged.row
-            if merged.difference:
-                self.differences.append(merged.difference)
+        """One row per result: rows of one key merged (:func:`merge_all`), in order."""
+        by_key, differences = merge_all(self.rows)
         self.rows = list(by_key.values())
+        self.differences += differences
 
 
 def _round_from(path: Path, stop: Path) -> str | None:

@@ -15,7 +15,10 @@ submission checker. Three shapes are read, by content (not by file name):
   Result, Accuracy, number_of_nodes, host_processor_model_name, ...,
   accelerator_model_name, accelerators_per_node, Location, framework, notes, version,
   inferred, has_power, Units, weight_data_types``).
-* the checker's ``summary.csv`` itself (the same columns). The checker writes it by
+* the checker's ``summary.csv`` itself (the same columns, in the order of
+  :data:`tokenmark.submission.layout.CSV_COLUMNS`; older checkers write them without
+  ``total_accelerators``, ``design_power_watts`` and ``PrivateID``; the reader goes by
+  the file's own header). The checker writes it by
   joining the values with commas without quoting (``ResultExporter.export_row``), so a
   value holding a comma (``framework``, ``notes``, ``weight_data_types``
   ``fp16,bf16,fp8``, ``SystemType`` ``datacenter,edge``) spreads over several fields:
@@ -62,7 +65,6 @@ from tokenmark.importer.tree import FileError, Rejected, Tree
 from tokenmark.resultrows import SOURCE_TABLE, Label, ResultRow, accelerator_counts
 
 __all__ = [
-    "CHECKER_COLUMNS",
     "POWER_UNITS",
     "TABLE_NAMES",
     "TableRead",
@@ -73,17 +75,6 @@ __all__ = [
 
 #: File names a results repository gives its table (found when a folder is imported).
 TABLE_NAMES: Final = ("summary_results.json", "summary.json", "summary.csv")
-#: The checker's ``summary.csv`` columns (``ResultExporter.head``), in order; newer
-#: checkers add ``total_accelerators`` (after ``accelerators_per_node``),
-#: ``design_power_watts`` and ``PrivateID`` (the v6.1 table has them).
-CHECKER_COLUMNS: Final = (
-    "Organization", "Availability", "Division", "SystemType", "SystemName", "Platform",
-    "Model", "MlperfModel", "Scenario", "Result", "Accuracy", "number_of_nodes",
-    "host_processor_model_name", "host_processors_per_node", "host_processor_core_count",
-    "accelerator_model_name", "accelerators_per_node", "Location", "framework",
-    "operating_system", "notes", "compliance", "errors", "version", "inferred", "has_power",
-    "Units", "weight_data_types",
-)
 #: Units of a table's power lines (the checker's ``POWER_UNIT_DICT``).
 POWER_UNITS: Final = frozenset({"Watts", "millijoules", "Joules"})
 

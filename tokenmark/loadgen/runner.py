@@ -32,6 +32,7 @@ from tokenmark.records import (
     Query,
     RecordSink,
     RequestRecord,
+    ResponseDetails,
     TokenSource,
 )
 from tokenmark.scenarios import Schedule, ScheduleKind
@@ -131,6 +132,20 @@ class _Pending:
         if self.rec.done_ns < 0 and self.rec.error is None:
             self.rec.reasoning_tokens = tokens
 
+    def details(self, d: ResponseDetails) -> None:
+        """What the SUT learned about the answer (:class:`~tokenmark.sut.DetailsHandle`)."""
+        rec = self.rec
+        if rec.done_ns >= 0 or rec.error is not None:
+            return
+        if d.finish_reason:
+            rec.finish_reason = d.finish_reason
+        if d.stream_tokens >= 0:
+            rec.stream_tokens = d.stream_tokens
+        if d.token_basis:
+            rec.token_basis = d.token_basis
+        if d.demanded_output_tokens >= 0:
+            rec.demanded_output_tokens = d.demanded_output_tokens
+
     def complete(
         self,
         output_tokens: int | None = None,
@@ -161,8 +176,10 @@ class _Pending:
         else:
             rec.output_tokens = output_tokens
             rec.token_source = source
+            if rec.token_basis == "usage":
+                spread(rec.chunk_tokens, output_tokens)
         if input_tokens is not None:
-            rec.input_tokens = input_tokens
+            rec.server_input_tokens = input_tokens
         rec.alt_output_tokens = alt_output_tokens
         rec.cached_input_tokens = cached_input_tokens
         if endpoint:
@@ -188,6 +205,23 @@ class _Pending:
         if endpoint:
             rec.endpoint = endpoint
         self._run._finish(self, None, None)
+
+
+def spread(chunk_tokens: list[int], total: int) -> None:
+    """Scale ``chunk_tokens`` in place so they add up to ``total`` (> their sum): each
+    chunk keeps its share, rounded so that running sums stay exact and no chunk drops
+    below what it carried. Events of a server that streams several tokens per event
+    (vLLM's stream interval, speculative decoding) then weigh what they held."""
+    have = sum(chunk_tokens)
+    if have <= 0 or total <= have:
+        return
+    run = 0
+    prev = 0
+    for i, k in enumerate(chunk_tokens):
+        run += k
+        cum = run * total // have
+        chunk_tokens[i] = max(k, cum - prev) if i < len(chunk_tokens) - 1 else total - prev
+        prev += chunk_tokens[i]
 
 
 #: Receives every finished record with its output: the token ids and text the SUT gave

@@ -89,7 +89,7 @@ class ColumnPacker:
         if ep is None:
             ep = self._endpoints[r.endpoint] = len(self._endpoints)
         self._add((r.seq, r.query_id, r.scheduled_ns, r.issued_ns, r.first_token_ns,
-                   r.done_ns, r.output_tokens, r.input_tokens, ok, measured,
+                   r.done_ns, r.output_tokens, r.served_input_tokens, ok, measured,
                    r.first_answer_ns, r.reasoning_tokens, r.alt_output_tokens,
                    -1 if r.error is None else _ERR_IX[r.error], ep))
         if ok and measured and len(r.chunk_ns) > 1:

@@ -93,7 +93,7 @@ class Accumulator:
         c["first"].append(r.first_token_ns)
         c["done"].append(r.done_ns)
         c["output_tokens"].append(r.output_tokens)
-        c["input_tokens"].append(r.input_tokens)
+        c["input_tokens"].append(r.served_input_tokens)
         c["first_answer"].append(r.first_answer_ns)
         c["reasoning_tokens"].append(r.reasoning_tokens)
         ok = r.error is None and r.done_ns >= 0

@@ -9,8 +9,17 @@ Each line is flat and typed the same way, so it loads straight into columns
 Fields (times are integer ns from the run's start):
 ``seq, query, sample, phase, scheduled_ns, issued_ns, first_token_ns, done_ns,
 input_tokens, output_tokens, token_source, alt_output_tokens, error, error_detail,
-endpoint, reasoning_tokens, first_answer_ns, cached_input_tokens, chunk_gaps_ns,
+endpoint, reasoning_tokens, first_answer_ns, cached_input_tokens, server_input_tokens,
+finish_reason, stream_tokens, token_basis, demanded_output_tokens, chunk_gaps_ns,
 chunk_tokens``.
+
+``input_tokens`` is the prompt's planned length (the dataset's tokenizer) and
+``server_input_tokens`` the server's own count (usage ``prompt_tokens``; -1 when not
+reported); ``finish_reason`` is the server's (``""``: not told). ``stream_tokens`` are
+the output tokens counted from the streamed events and ``token_basis`` says how (see
+:class:`~tokenmark.records.RequestRecord`); ``demanded_output_tokens`` the length the
+request demanded exactly (``ignore_eos``), -1 otherwise. Files written before these
+fields existed read back with their defaults.
 
 ``cached_input_tokens`` are the prompt tokens the server served from its prefix cache
 (usage ``prompt_tokens_details.cached_tokens``); -1 when not reported.
@@ -84,6 +93,7 @@ def encode_record(r: RequestRecord) -> str:
     err = "null" if r.error is None else f'"{r.error.value}"'
     detail = _dumps(r.error_detail) if r.error_detail else '""'
     endpoint = _dumps(r.endpoint) if r.endpoint else '""'
+    finish = _dumps(r.finish_reason[:64]) if r.finish_reason else '""'
     return (
         f'{{"seq":{r.seq},"query":{r.query_id},"sample":{r.sample_index},'
         f'"phase":"{r.phase.value}","scheduled_ns":{r.scheduled_ns},'
@@ -94,6 +104,9 @@ def encode_record(r: RequestRecord) -> str:
         f'"error_detail":{detail},"endpoint":{endpoint},'
         f'"reasoning_tokens":{r.reasoning_tokens},"first_answer_ns":{r.first_answer_ns},'
         f'"cached_input_tokens":{r.cached_input_tokens},'
+        f'"server_input_tokens":{r.server_input_tokens},"finish_reason":{finish},'
+        f'"stream_tokens":{r.stream_tokens},"token_basis":"{r.token_basis}",'
+        f'"demanded_output_tokens":{r.demanded_output_tokens},'
         f'"chunk_gaps_ns":[{gaps}],'
         f'"chunk_tokens":{tok_field}}}\n'
     )
@@ -102,10 +115,13 @@ def encode_record(r: RequestRecord) -> str:
 def read_records(path: Path) -> Iterator[RequestRecord]:
     """Read a records file back. A torn last line (a crash mid-write) is skipped."""
     with open(path, encoding="utf-8") as f:
-        for line in f:
+        for n, line in enumerate(f, 1):
             if not line.endswith("\n"):
                 return
-            d = json.loads(line)
+            try:
+                d = json.loads(line)
+            except RecursionError:
+                raise ValueError(f"{path} line {n}: nested too deep to be a record") from None
             first = d["first_token_ns"]
             gaps = d["chunk_gaps_ns"]
             chunk_ns: list[int] = []
@@ -137,4 +153,9 @@ def read_records(path: Path) -> Iterator[RequestRecord]:
                 reasoning_tokens=d.get("reasoning_tokens", -1),
                 first_answer_ns=d.get("first_answer_ns", -1),
                 cached_input_tokens=d.get("cached_input_tokens", -1),
+                server_input_tokens=d.get("server_input_tokens", -1),
+                finish_reason=d.get("finish_reason", ""),
+                stream_tokens=d.get("stream_tokens", -1),
+                token_basis=d.get("token_basis", ""),
+                demanded_output_tokens=d.get("demanded_output_tokens", -1),
             )

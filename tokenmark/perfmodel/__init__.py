@@ -10,7 +10,13 @@ emulated server (real time) and the simulator (virtual time).
   (prefill compute, decode compute, weight and KV memory traffic, communication,
   overhead);
 - :mod:`~tokenmark.perfmodel.engine`: continuous batching with chunked prefill and KV
-  capacity for one replica, advanced one step at a time by its caller.
+  capacity for one replica, advanced one step at a time by its caller (requests may be
+  aborted; a vision-language request's encoder work is charged with its prefill);
+- :mod:`~tokenmark.perfmodel.vision`: how many tokens an image becomes and what encoding
+  it costs (the Qwen-VL rule, ``data/vision.csv``);
+- :mod:`~tokenmark.perfmodel.outputs`: how long the emulated model answers (exact, or a
+  stop), and a reasoning model's reasoning/answer split from published output lengths
+  (``data/outputs.csv``), drawn per prompt from a named seed.
 """
 
 from tokenmark.perfmodel.cost import BREAKDOWN_KEYS, CostModel, StepComponents, StepCost

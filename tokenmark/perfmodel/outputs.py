@@ -24,7 +24,8 @@ reasoning streams in: ``reasoning_content`` (DeepSeek-R1 style) or ``reasoning``
   reasoning. When it stops (or is cut at M) the reasoning keeps ``min(R, M)`` tokens and
   the answer the rest (none when the reasoning alone reaches M, as a real model cut off
   mid-thought); with exact lengths the M tokens are split in the natural proportions:
-  ``max(1, round(M x R / L))`` reasoning tokens (at most M), the rest answer.
+  ``max(1, round(M x R / L))`` reasoning tokens, at most ``M - 1`` (an exact answer is
+  a whole one: reasoning, then at least one answer token, when M >= 2), the rest answer.
 
 Random streams (DESIGN "Random streams"): the draws for a request depend only on the
 server's seed and the request's prompt, like a greedy model's output, so the same
@@ -174,6 +175,6 @@ class OutputPlanner:
         answer = min(self._draw(mod.answer, "answer", key), length - 1) if length > 1 else 0
         if natural >= 1:  # it stops (or is cut at max_tokens): reasoning comes first
             reasoning = min(length - answer, total)
-        else:  # exact length: the natural proportions
-            reasoning = min(total, max(1, round(total * (length - answer) / length)))
+        else:  # exact length: the natural proportions, and an answer when there is room
+            reasoning = min(max(1, total - 1), max(1, round(total * (length - answer) / length)))
         return OutputPlan(reasoning, total - reasoning, finish)

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from tokenmark.inputs import MIB, json_loads, read_bounded
 from tokenmark.output.records import RECORDS_FILE
 from tokenmark.output.results import RESULTS_FILE
 from tokenmark.report.bins import (
@@ -47,6 +48,8 @@ from tokenmark.report.bins import (
 __all__ = ["BATCH", "MAX_ENDPOINT_SERIES", "load_results", "run_report_data"]
 
 BATCH = 1024
+#: results.json larger than this is refused unread (a real one is well under 1 MiB).
+RESULTS_MAX_BYTES = 64 * MIB
 MAX_ENDPOINT_SERIES = 12
 _METRICS = ("ttft", "tpot", "itl", "e2e")
 _TITLES = {"ttft": "Time to first token", "tpot": "Time per output token",
@@ -57,7 +60,10 @@ _LIMIT_KEYS = {"ttft": "ttft_ns", "tpot": "tpot_ns", "e2e": "e2e_ns"}
 def load_results(path: Path) -> dict[str, Any]:
     """``results.json`` of a results folder (or the file itself)."""
     p = path / RESULTS_FILE if path.is_dir() else path
-    doc = json.loads(p.read_text(encoding="utf-8"))
+    try:
+        doc = json_loads(read_bounded(p, RESULTS_MAX_BYTES))
+    except ValueError as e:  # not JSON, too deep or too large
+        raise ValueError(f"{p} is not a usable results.json: {e}") from None
     if not isinstance(doc, dict):
         raise ValueError(f"{p} is not a JSON object")
     return doc
@@ -264,8 +270,13 @@ def run_report_data(results_dir: Path, *, records: bool = True) -> dict[str, Any
     acc: _Accumulators | None = None
     if records and rec_path.name == RECORDS_FILE and rec_path.is_file():
         acc = _Accumulators()
-        for batch in _batches(rec_path):
-            _add_batch(acc, batch)
+        try:
+            for batch in _batches(rec_path):
+                _add_batch(acc, batch)
+        except (RecursionError, KeyError, TypeError, AttributeError, ValueError) as e:
+            raise ValueError(f"{rec_path} holds a line that is not a tokenmark record "
+                             f"({type(e).__name__}); give the records.jsonl the run "
+                             "wrote") from None
     return report_data(doc, acc)
 
 

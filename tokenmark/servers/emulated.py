@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 from time import perf_counter_ns
 from typing import Any
 
+from tokenmark import __version__
 from tokenmark.clock import Clock, MonotonicClock
 from tokenmark.engines.emulated import Emulator, EmulatorSpec
 from tokenmark.errors import BadInputError
@@ -149,7 +150,9 @@ class EmulatedServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tok = BuiltinTokenizer()
         prof = self.label.encode("ascii", "replace")
-        self._hdr = b"x-tokenmark-profile: " + prof + b"\r\n"
+        # "server: tokenmark/..." tells the client that each event carries one token
+        self._hdr = (b"server: tokenmark/%s (emulated)\r\nx-tokenmark-profile: "
+                     % __version__.encode() + prof + b"\r\n")
         self._head_sse = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; "
                           b"charset=utf-8\r\ncache-control: no-cache\r\n" + self._hdr
                           + b"transfer-encoding: chunked\r\n\r\n")
@@ -234,7 +237,7 @@ class EmulatedServer:
             if not isinstance(req, dict):
                 raise ValueError("not an object")
             ask = self._read(req, chat)
-        except (ValueError, TypeError) as e:
+        except (RecursionError, ValueError, TypeError) as e:
             self._refuse(conn, 400, f"bad request: {e}")
             return
         except BadInputError as e:

@@ -42,7 +42,7 @@ from tokenmark.engines.emulated import (
     output_text,
 )
 from tokenmark.servers.http_base import maybe_chunk
-from tokenmark.servers.render import CREATED
+from tokenmark.servers.render import CREATED, prologue
 
 __all__ = ["EmulatedBody", "full_body", "usage_event", "usage_object"]
 
@@ -108,18 +108,6 @@ def _table(chat: bool, model: str, include_usage: bool, field: str, ids: bool,
     return _Table(tokens, finals, b"".join(tokens[1:]), tuple(offs))
 
 
-def _prologue(chat: bool, model: str, include_usage: bool, sep: bytes, chunked: bool) -> bytes:
-    if not chat:
-        return b""
-    obj = {"id": "chatcmpl-emulated", "object": "chat.completion.chunk", "created": CREATED,
-           "model": model, "choices": [{"index": 0, "delta": {"role": "assistant",
-                                                              "content": ""},
-                                        "logprobs": None, "finish_reason": None}],
-           **({"usage": None} if include_usage else {})}
-    return maybe_chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + sep,
-                       chunked)
-
-
 class EmulatedBody:
     """One streamed answer of ``n`` tokens, the first ``reasoning`` of them reasoning
     (a :class:`~tokenmark.servers.faults.StreamBody` for
@@ -135,7 +123,8 @@ class EmulatedBody:
         self.reasoning = reasoning if chat and reasoning_field else 0
         self._r = (_table(chat, model, include_usage, reasoning_field, ids, finish, sep,
                           chunked) if self.reasoning else self._a)
-        self.prologue = _prologue(chat, model, include_usage, sep, chunked)
+        self.prologue = prologue(chat, model, include_usage, sep, chunked,
+                                 cid="chatcmpl-emulated")
         self.done = maybe_chunk(b"data: [DONE]" + sep, chunked) + (b"0\r\n\r\n" if chunked
                                                                    else b"")
         self.sep = sep

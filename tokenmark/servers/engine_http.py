@@ -116,7 +116,7 @@ class EngineHTTPServer:
             if not isinstance(req, dict):
                 raise ValueError("not an object")
             prompt = self._prompt(req, chat)
-        except (ValueError, TypeError, KeyError) as exc:
+        except (RecursionError, ValueError, TypeError, KeyError) as exc:
             writer.write(_error(400, f"bad request: {exc}"))
             return
         if req.get("model", eng.name) != eng.name:

@@ -10,11 +10,20 @@ whose next token is due gets it (several in one write if the server fell behind)
 ``spin_ns`` makes the loop busy-wait the last stretch before a deadline instead of
 trusting the event loop's millisecond timer.
 
+``POST /tokenize`` and ``/detokenize`` answer as vLLM's do, with tokenmark's built-in
+tokenizer (whose words the server counts as prompt tokens).
+
 Every generation request leaves a :class:`Truth` row: when the request was read, when
 the first and last tokens were written, when the response ended, and (``truth_tokens``)
 every token's write time, all from ``time.perf_counter_ns`` (CLOCK_MONOTONIC, the clock
 tokenmark's records use), keyed by the client's ``X-Request-Id`` header. Tests and
 ``bench/`` compare client records with these rows.
+
+Real servers' write patterns: ``step_tokens`` tokens are written together at each step,
+each its own event (several events per client read, as when a batched server's step
+outruns the client), and ``adversarial`` draws every token's text from
+:func:`~tokenmark.servers.render.adversarial_texts` (the words and bytes that fooled the
+old byte scanner; the whole text is kept in the truth row).
 
 Faults (``faults``, cycled by the order requests arrive in) produce each failure a
 client must classify; the vocabulary, and what each fault does, is
@@ -36,17 +45,21 @@ from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Any
 
-from tokenmark.servers.faults import MORE, Fault, FaultPlan, OutStream, Truth
+from tokenmark.servers.faults import MORE, Fault, FaultPlan, OutStream, Truth, echo_response
 from tokenmark.servers.http_base import Conn, Head, error_body
 from tokenmark.servers.render import (
     HEAD_CLOSE,
     HEAD_SSE,
+    adversarial_texts,
     json_response,
     render_full,
     render_stream,
 )
+from tokenmark.tokenizer import BuiltinTokenizer
 
 __all__ = ["ExactConfig", "ExactServer", "Truth"]
+
+_TOKENIZER = BuiltinTokenizer()
 
 
 @dataclass(frozen=True)
@@ -70,6 +83,12 @@ class ExactConfig:
     record_headers: tuple[str, ...] = ()
     #: Chat answers begin with this many ``reasoning_content`` tokens (reasoning models).
     reasoning_tokens: int = 0
+    #: Tokens written together at each step (``itl_ns`` apart), each its own event: a
+    #: client reads several events per socket read.
+    step_tokens: int = 1
+    #: Token texts drawn per request from ``render.adversarial_texts`` (seeded by the
+    #: request's arrival order; kept in its truth row) instead of plain words.
+    adversarial: bool = False
 
 
 class ExactServer:
@@ -139,6 +158,9 @@ class ExactServer:
             else:
                 conn.finish(self._models)
             return
+        if method == "POST" and path in ("/tokenize", "/detokenize"):
+            conn.finish(self._tokenizer(path, body))
+            return
         chat = path == "/v1/chat/completions"
         if method != "POST" or not (chat or path == "/v1/completions"):
             conn.finish(json_response(404, error_body(f"no route {method} {path}", 404)))
@@ -150,7 +172,7 @@ class ExactServer:
             req = json.loads(body)
             if not isinstance(req, dict):
                 raise ValueError("not an object")
-        except ValueError:
+        except (ValueError, RecursionError):
             conn.finish(json_response(400, error_body("the body is not a JSON object", 400)))
             return
         ordinal = self._ordinal
@@ -175,13 +197,17 @@ class ExactServer:
         kind = fault.kind
         if kind == "status":
             code = fault.arg
-            conn.finish(json_response(code, error_body(f"injected status {code}", code)))
+            resp = json_response(code, error_body(f"injected status {code}", code))
+            truth.wrote(resp, "status")
+            conn.finish(resp)
             return
-        if kind == "echo_auth":  # a careless server that quotes the key back
-            auth = headers.get("authorization", "")
-            conn.finish(json_response(401, error_body(f"invalid credentials {auth!r}", 401)))
+        if kind == "echo_auth":  # a careless server that quotes the key back, every way
+            resp = echo_response(headers.get("authorization", ""))
+            truth.wrote(resp, "status")
+            conn.finish(resp)
             return
         if kind == "reset":
+            truth.wrote(b"", "reset")
             conn.reset()
             return
         if kind == "stall":
@@ -194,6 +220,20 @@ class ExactServer:
                 conn, req, chat, truth, fault, t_recv + delay))
             return
         self._answer(conn, req, chat, truth, fault, t_recv)
+
+    def _tokenizer(self, path: str, body: bytes) -> bytes:
+        """vLLM's ``/tokenize`` and ``/detokenize`` with the built-in tokenizer (the one
+        whose words the server counts): ``--tokenizer server`` tested without a model."""
+        try:
+            req = json.loads(body)
+            if path == "/tokenize":
+                ids = _TOKENIZER.encode(str(req["prompt"]))
+                return json_response(200, {"count": len(ids), "max_model_len": 0,
+                                           "tokens": ids})
+            return json_response(200, {"prompt": _TOKENIZER.decode(
+                [int(t) for t in req["tokens"]])})
+        except (ValueError, KeyError, TypeError, RecursionError):
+            return json_response(400, error_body("bad tokenize request", 400))
 
     def _answer(self, conn: Conn, req: dict[str, Any], chat: bool, truth: Truth,
                 fault: Fault, t_base: int) -> None:
@@ -214,7 +254,11 @@ class ExactServer:
         include_usage = bool(opts.get("include_usage")) if isinstance(opts, dict) else False
         chunked = cfg.framing == "chunked"
         reasoning = min(cfg.reasoning_tokens, n) if chat else 0
-        sb = render_stream(chat, n, cfg.model, include_usage, cfg.sep, chunked, reasoning)
+        texts = adversarial_texts(n, truth.ordinal) if cfg.adversarial else None
+        if texts is not None:
+            truth.text = "".join(texts)
+        sb = render_stream(chat, n, cfg.model, include_usage, cfg.sep, chunked, reasoning,
+                           texts)
         usage_ev = (sb.usage_event(truth.prompt_tokens, n + extra, cfg.cached_tokens,
                                    reasoning) if include_usage else b"")
         first_due = t_base + cfg.ttft_ns
@@ -240,6 +284,8 @@ class ExactServer:
             t = perf_counter_ns()
             truth.first_ns = truth.last_ns = truth.done_ns = t
             truth.tokens = n
+            if not conn.closed:
+                truth.wrote(resp, "complete")
             conn.finish(resp)
 
         loop = self._loop
@@ -283,16 +329,17 @@ class ExactServer:
         if st.conn.closed:
             return
         itl = self.config.itl_ns
+        step = max(1, self.config.step_tokens)
         first_due = st.first_due
         stop = st.cut if st.cut >= 0 else st.n
         end = st.k
         if itl == 0:
             end = stop
-        else:
-            while end < stop and first_due + end * itl <= now:
+        else:  # token k is due at step k // step
+            while end < stop and first_due + (end // step) * itl <= now:
                 end += 1
         if st.emit(end) == MORE:
-            self._push(first_due + st.k * itl, st)
+            self._push(first_due + (st.k // step) * itl, st)
 
 
 class _Timed(OutStream):

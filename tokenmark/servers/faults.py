@@ -22,7 +22,9 @@ produces one failure a client must classify (the client's error class in bracket
 ``stall_mid:K``    ``K`` tokens, then silence (``timeout_request``)
 ``usage:D``        usage reports ``D`` more completion tokens than were streamed
                    (complete; the token-count agreement rule catches it)
-``echo_auth``      HTTP 401 quoting the request's ``Authorization`` header
+``echo_auth``      HTTP 401 quoting the request's ``Authorization`` header (the exact
+                   server: as sent, JSON-escaped, ``repr``-quoted, URL-encoded and
+                   base64 in Basic auth, one per line)
 ``slow_head:MS``   nothing, not even the response head, for ``MS`` ms; then a normal
                    answer (slow first byte: complete, with a longer TTFT)
 ``oversize:B``     the first token's event carries ``B`` bytes of padding, one chunk
@@ -36,6 +38,7 @@ says; :class:`Truth` is the server's own log of what it wrote and when.
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 from array import array
@@ -43,12 +46,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 from typing import Protocol
+from urllib.parse import quote
 
 from tokenmark.errors import ConfigError
 from tokenmark.servers.http_base import Conn, error_body, maybe_chunk
 
 __all__ = ["CUT", "ENDED", "FAULT_KINDS", "MORE", "OK", "Fault", "FaultPlan", "OutStream",
-           "StreamBody", "Truth", "parse_fault"]
+           "StreamBody", "Truth", "echo_response", "parse_fault"]
 
 #: Every fault kind and its argument's default (None: the kind takes no argument).
 FAULT_KINDS: dict[str, int | None] = {
@@ -162,19 +166,53 @@ class Truth:
     done_ns: int = -1
     token_ns: array[int] | None = field(default=None, repr=False)
     headers: dict[str, str] = field(default_factory=dict)
+    text: str | None = field(default=None, repr=False)  # the answer's text, when kept
+    sent_bytes: int = 0  # response bytes written (head included)
+    #: How the response ended on the wire (the first ending counts): ``complete`` (the
+    #: whole answer with its end), ``status`` (a whole error response), ``error`` (an
+    #: error event), ``ended`` (well-framed but cut short: no finish, no ``[DONE]``),
+    #: ``closed`` (FIN mid-response), ``reset`` (RST); ``""``: never ended (stalled, or
+    #: the server stopped first).
+    end: str = ""
+
+    def wrote(self, data: bytes, end: str = "") -> None:
+        """Count ``data`` as written for this request; ``end``: how the response ended."""
+        self.sent_bytes += len(data)
+        if end and not self.end:
+            self.end = end
 
     def to_json(self) -> dict[str, object]:
         d: dict[str, object] = {
             "rid": self.rid, "ordinal": self.ordinal, "fault": self.fault,
             "recv_ns": self.recv_ns, "prompt_tokens": self.prompt_tokens,
             "tokens": self.tokens, "first_ns": self.first_ns, "last_ns": self.last_ns,
-            "done_ns": self.done_ns,
+            "done_ns": self.done_ns, "sent_bytes": self.sent_bytes, "end": self.end,
         }
         if self.token_ns is not None:
             d["token_ns"] = self.token_ns.tolist()
         if self.headers:
             d["headers"] = self.headers
+        if self.text is not None:
+            d["text"] = self.text
         return d
+
+
+def echo_response(auth: str) -> bytes:
+    """HTTP 401 from a careless server: the ``Authorization`` header it got, quoted in
+    each way servers quote things (what a client must never write down)."""
+    key = auth.split(" ", 1)[1] if " " in auth else auth
+    lines = [
+        "invalid credentials",
+        f"as sent: {auth}",
+        f"json: {json.dumps(auth)[1:-1]}",
+        "json, / escaped: " + json.dumps(auth, ensure_ascii=False)[1:-1].replace("/", "\\/"),
+        f"repr: {auth!r}",
+        f"url: {quote(key, safe='')}",
+        f"basic: {base64.b64encode(('user:' + key).encode()).decode()}",
+    ]
+    body = "\n".join(lines).encode()
+    return (b"HTTP/1.1 401 Unauthorized\r\ncontent-type: text/plain; charset=utf-8\r\n"
+            b"content-length: %d\r\n\r\n%s" % (len(body), body))
 
 
 class StreamBody(Protocol):
@@ -238,16 +276,22 @@ class OutStream:
         kind = self.fault.kind
         chunked = self.body.chunked
         if kind == "malformed":
-            self.conn.write(head + self.body.prologue
-                            + maybe_chunk(b"data: {not json\n\n", chunked))
+            self._write(head + self.body.prologue
+                        + maybe_chunk(b"data: {not json\n\n", chunked), "closed")
         elif kind == "bad_chunk":
-            self.conn.write(chunked_head + b"zz\r\ndata: {}\n\n\r\n")
+            self._write(chunked_head + b"zz\r\ndata: {}\n\n\r\n", "closed")
         else:
-            self.conn.write(head + self.body.prologue)
+            self._write(head + self.body.prologue)
             return True
         self.over = True
         self.conn.stream_ended(close=True)
         return False
+
+    def _write(self, data: bytes, end: str = "") -> None:
+        """Write ``data`` (nothing once the connection is gone) and count it as truth."""
+        if self.truth is not None and not self.conn.closed:
+            self.truth.wrote(data, end)
+        self.conn.write(data)
 
     def emit(self, end: int) -> int:
         """Write tokens ``k .. end - 1`` (no further than the cut) in one write, then the
@@ -282,7 +326,7 @@ class OutStream:
             data = b""
         self.k = end
         if end < stop:
-            conn.write(data)
+            self._write(data)
             return MORE
         chunked = self.body.chunked
         if end == self.n:  # the whole answer
@@ -293,25 +337,27 @@ class OutStream:
             if truth is not None:
                 truth.done_ns = t  # stamped before the write, like every truth time
             self.over = True
-            conn.write(data + tail)
+            self._write(data + tail, "complete")
             conn.stream_ended(close=not chunked)
             return ENDED
-        conn.write(data)  # the fault cuts the stream here
+        self._write(data)  # the fault cuts the stream here
         kind = self.fault.kind
         self.over = kind != "error_event"
         if kind == "reset_mid":
+            self._write(b"", "reset")
             conn.reset()
         elif kind == "close_mid":
+            self._write(b"", "closed")
             conn.close()
         elif kind == "end_mid":
-            conn.write(b"0\r\n\r\n" if chunked else b"")
+            self._write(b"0\r\n\r\n" if chunked else b"", "ended")
             if truth is not None:
                 truth.done_ns = perf_counter_ns()
             conn.stream_ended(close=not chunked)
             return ENDED
         elif kind == "error_event":
             err = json.dumps(error_body("injected error event", 500)).encode()
-            conn.write(maybe_chunk(b"data: " + err + self.body.sep, chunked))
+            self._write(maybe_chunk(b"data: " + err + self.body.sep, chunked), "error")
             self.cut = -1
             return MORE
         # stall_mid: nothing more is ever written

@@ -54,6 +54,10 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--record-headers", default="", help="comma-separated header names")
     p.add_argument("--reasoning", type=int, default=0,
                    help="chat answers start with this many reasoning_content tokens")
+    p.add_argument("--step-tokens", type=int, default=1,
+                   help="tokens written together at each step (each its own event)")
+    p.add_argument("--adversarial", action="store_true",
+                   help="token texts drawn from render.adversarial_texts (kept in truth)")
     p.add_argument("--tls-cert", type=Path)
     p.add_argument("--tls-key", type=Path)
     p.add_argument("--cpu", type=int, default=-1)
@@ -70,7 +74,8 @@ async def _serve(args: argparse.Namespace) -> None:
         api_key=os.environ.get(args.api_key_env, "") if args.api_key_env else "",
         record_headers=tuple(h.strip().lower() for h in args.record_headers.split(",")
                              if h.strip()),
-        reasoning_tokens=args.reasoning,
+        reasoning_tokens=args.reasoning, step_tokens=args.step_tokens,
+        adversarial=args.adversarial,
     )
     ctx = None
     if args.tls_cert:

@@ -27,16 +27,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from tokenmark import __version__
 from tokenmark.tokenizer import BuiltinTokenizer
 
 __all__ = [
+    "ADVERSARIAL",
     "CHUNK_END",
     "HEAD_CLOSE",
     "HEAD_SSE",
     "CyclicStreamBody",
     "StreamBody",
+    "adversarial_texts",
     "chunk",
     "json_response",
+    "prologue",
     "render_cyclic",
     "render_full",
     "render_stream",
@@ -46,12 +50,16 @@ __all__ = [
 _WORDS = BuiltinTokenizer().words[100:164]  # 64 distinct one-token words
 CREATED = 1_700_000_000
 
+#: tokenmark's servers name themselves so (the client then knows that each event carries
+#: exactly one token: ``tokenmark.adapters.openai_http.ONE_PER_EVENT``).
+SERVER_HEADER = b"server: tokenmark/%s (exact)\r\n" % __version__.encode()
 HEAD_SSE = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
-            b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
+            b"cache-control: no-cache\r\n" + SERVER_HEADER
+            + b"transfer-encoding: chunked\r\n\r\n")
 #: A close-delimited stream (no ``transfer-encoding``): the body ends when the server
 #: closes the connection, as HTTP/1.0-style servers do.
-HEAD_CLOSE = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-              b"connection: close\r\n\r\n")
+HEAD_CLOSE = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n" + SERVER_HEADER
+              + b"connection: close\r\n\r\n")
 CHUNK_END = b"0\r\n\r\n"
 
 
@@ -140,10 +148,13 @@ def _event_maker(chat: bool, model: str, include_usage: bool, sep: bytes, chunke
     return cevent
 
 
-def _prologue(chat: bool, model: str, include_usage: bool, sep: bytes, chunked: bool) -> bytes:
+def prologue(chat: bool, model: str, include_usage: bool, sep: bytes, chunked: bool,
+             cid: str = "chatcmpl-exact") -> bytes:
+    """Chat's first event (the assistant role, no token), framed; nothing for
+    completions. ``cid``: the response id."""
     if not chat:
         return b""
-    obj = {"id": "chatcmpl-exact", "object": "chat.completion.chunk", "created": CREATED,
+    obj = {"id": cid, "object": "chat.completion.chunk", "created": CREATED,
            "model": model, "choices": [{"index": 0, "delta": {"role": "assistant",
                                                               "content": ""},
                                         "logprobs": None, "finish_reason": None}],
@@ -158,18 +169,48 @@ def _done(sep: bytes, chunked: bool) -> bytes:
 @lru_cache(maxsize=256)
 def render_stream(
     chat: bool, n: int, model: str, include_usage: bool, sep: bytes = b"\n\n",
-    chunked: bool = True, reasoning: int = 0,
+    chunked: bool = True, reasoning: int = 0, texts: tuple[str, ...] | None = None,
 ) -> StreamBody:
     """The events of a streamed response of ``n`` tokens (cached).
 
     ``reasoning``: chat's first tokens come as ``delta.reasoning_content``, as reasoning
     models stream them (vLLM's reasoning parsers), the rest as ``delta.content``.
+    ``texts``: the tokens' texts (default: :func:`token_words`).
     """
     event = _event_maker(chat, model, include_usage, sep, chunked)
-    prologue = _prologue(chat, model, include_usage, sep, chunked)
-    tokens = tuple(event(w, k == n - 1, chat and k < reasoning)
-                   for k, w in enumerate(token_words(n)))
-    return StreamBody(prologue, tokens, _done(sep, chunked), chat, model, sep, chunked)
+    first = prologue(chat, model, include_usage, sep, chunked)
+    words = token_words(n) if texts is None else texts
+    tokens = tuple(event(w, k == n - 1, chat and k < reasoning) for k, w in enumerate(words))
+    return StreamBody(first, tokens, _done(sep, chunked), chat, model, sep, chunked)
+
+
+#: Texts that fooled a byte scanner, and what no text may break: first letters that
+#: look like keys' ("else", "return"), key names, SSE framing, quotes, escapes.
+ADVERSARIAL = ("else", " each", "end", "return", " reasoning", "error", '"error": {',
+               "content", '"text": "', "data: [DONE]\n\n", "data:", "\n\n", "\r\n\r\n",
+               "\r", ": ping", "[DONE]", '"', "\\", "\\u0041", "\u00e9", "\u8bed",
+               "\U0001f642", "\u2028", "{", "}")
+
+
+def adversarial_texts(n: int, seed: int) -> tuple[str, ...]:
+    """``n`` token texts, each one piece of :data:`ADVERSARIAL` or random Unicode (no
+    surrogates), drawn from ``seed``: every first letter, every escape JSON has."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        if rng.random() < 0.5:
+            out.append(rng.choice(ADVERSARIAL))
+        else:
+            k = rng.randint(1, 4)
+            chars: list[str] = []
+            while len(chars) < k:
+                c = rng.randint(32, 0x2FFFF) if rng.random() < 0.3 else rng.randint(32, 126)
+                if not 0xD800 <= c <= 0xDFFF:
+                    chars.append(chr(c))
+            out.append("".join(chars))
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +237,7 @@ def render_cyclic(chat: bool, model: str, include_usage: bool, sep: bytes = b"\n
     server's answers are as long as a request asks)."""
     event = _event_maker(chat, model, include_usage, sep, chunked)
     texts = [_WORDS[0], *(" " + w for w in _WORDS)]
-    return CyclicStreamBody(_prologue(chat, model, include_usage, sep, chunked),
+    return CyclicStreamBody(prologue(chat, model, include_usage, sep, chunked),
                             tuple(event(t, False, False) for t in texts),
                             _done(sep, chunked), chat, model, sep, chunked,
                             tuple(event(t, True, False) for t in texts))
@@ -231,5 +272,5 @@ def json_response(status: int, obj: object, reason: str = "") -> bytes:
                         404: "Not Found", 429: "Too Many Requests",
                         500: "Internal Server Error", 503: "Service Unavailable"}.get(
                             status, "Error")
-    return (b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
-            % (status, reason.encode(), len(body))) + body
+    return (b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n%scontent-length: %d\r\n"
+            b"\r\n" % (status, reason.encode(), SERVER_HEADER, len(body))) + body

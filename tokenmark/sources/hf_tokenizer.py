@@ -21,7 +21,6 @@ and :class:`~tokenmark.tokenizer.ChatTemplater`:
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Sequence
 from functools import cached_property
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenmark.errors import DatasetError
+from tokenmark.inputs import MIB, json_loads, read_bounded
 from tokenmark.records import Message
 from tokenmark.sources.chat_template import ChatTemplate
 
@@ -130,8 +130,8 @@ def load_hf_tokenizer(path: Path | str, *, chat_template: Path | str | None = No
     cfg_file = folder / "tokenizer_config.json"
     if p.is_dir() and cfg_file.is_file():
         try:
-            config = json.loads(cfg_file.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as e:
+            config = json_loads(read_bounded(cfg_file, 64 * MIB).decode("utf-8"))
+        except ValueError as e:  # not UTF-8 JSON, too large or too deep
             raise DatasetError(f"{cfg_file}: not valid JSON ({e})") from None
     source: str | None
     if chat_template is not None:

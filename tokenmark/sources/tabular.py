@@ -14,7 +14,6 @@ stream; Parquet keeps one Arrow copy of the mapped columns; pickles need
 
 from __future__ import annotations
 
-import json
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tokenmark.errors import DatasetError
+from tokenmark.inputs import json_loads
 from tokenmark.records import Message
 from tokenmark.sources.image_files import LoadedImage, load_image
 from tokenmark.sources.textfiles import RecordFile, checked_file
@@ -226,7 +226,7 @@ def ids_cell(rec: dict[str, Any], col: str, where: str) -> tuple[int, ...]:
     v = cell(rec, col, where)
     if isinstance(v, str):
         try:
-            v = json.loads(v) if v.lstrip().startswith("[") else [int(x) for x in v.split()]
+            v = json_loads(v) if v.lstrip().startswith("[") else [int(x) for x in v.split()]
         except ValueError:
             raise DatasetError(f"{where}: column {col!r} is not a list of token ids "
                                "(write [1, 2, 3] or 1 2 3)") from None
@@ -242,9 +242,10 @@ def ids_cell(rec: dict[str, Any], col: str, where: str) -> tuple[int, ...]:
 def _messages(v: Any, base: Path, where: str, verify: bool) -> tuple[list[Message], int]:
     if isinstance(v, str):
         try:
-            v = json.loads(v)
-        except ValueError:
-            raise DatasetError(f"{where}: the messages cell is not JSON") from None
+            v = json_loads(v)
+        except ValueError as e:  # not JSON, or nested too deep
+            raise DatasetError(f"{where}: the messages cell is not usable JSON ({e})"
+                               ) from None
     if hasattr(v, "tolist"):
         v = v.tolist()
     if not isinstance(v, list) or not v:

@@ -24,9 +24,18 @@ from pathlib import Path
 from typing import Any
 
 from tokenmark.errors import DatasetError
+from tokenmark.inputs import MAX_DEPTH, MIB, InputLimitError, check_depth, json_loads, read_bounded
 
 __all__ = ["Record", "RecordFile", "checked_file", "decode_utf8", "scan_csv", "scan_json_array",
            "scan_jsonl"]
+
+#: One JSON Lines record may be this long (a long prompt is a few MiB at most).
+JSONL_LINE_MAX = 256 * MIB
+#: A JSON array dataset is read whole, so it may be this large; JSON Lines stream.
+JSON_ARRAY_MAX = 2048 * MIB
+# A CSV field may be a whole long prompt (the csv module's own limit is 128 KiB); a
+# record is bounded by JSONL_LINE_MAX instead (scan_csv).
+csv.field_size_limit(max(csv.field_size_limit(), JSONL_LINE_MAX))
 
 
 def checked_file(path: Path | str, what: str = "dataset") -> Path:
@@ -69,7 +78,10 @@ def scan_jsonl(path: Path, digest: Any) -> Iterator[Record]:
     """Each non-blank line of a JSON Lines file as an object (blank lines are skipped)."""
     pos = 0
     with open(path, "rb") as f:
-        for n, raw in enumerate(f, start=1):
+        for n, raw in enumerate(iter(lambda: f.readline(JSONL_LINE_MAX + 1), b""), start=1):
+            if len(raw) > JSONL_LINE_MAX:
+                raise DatasetError(f"{path} line {n}: longer than {JSONL_LINE_MAX // MIB} MiB; "
+                                   "one record per line, each a prompt and its fields")
             start, pos = pos, pos + len(raw)
             digest.update(raw)
             text = decode_utf8(raw, path, n, start)
@@ -82,7 +94,10 @@ def scan_jsonl(path: Path, digest: Any) -> Iterator[Record]:
 
 def _object(text: str, path: Path, line: int) -> dict[str, Any]:
     try:
-        obj = json.loads(text)
+        obj = json_loads(text)
+    except InputLimitError as e:
+        raise DatasetError(f"{path} line {line}: {e}; a record is a prompt and its "
+                           "fields") from None
     except json.JSONDecodeError as e:
         raise DatasetError(f"{path} line {line}: not valid JSON ({e.msg} at column "
                            f"{e.pos + 1}); write one JSON object per line") from None
@@ -95,7 +110,12 @@ def _object(text: str, path: Path, line: int) -> dict[str, Any]:
 def scan_json_array(path: Path, digest: Any) -> Iterator[Record]:
     """Each element of a top-level JSON array (objects only). The text is held while
     scanning; use JSON Lines for files too large for that."""
-    data = path.read_bytes()
+    try:
+        data = read_bounded(path, JSON_ARRAY_MAX)
+    except InputLimitError:
+        raise DatasetError(f"{path}: a JSON array larger than {JSON_ARRAY_MAX // MIB} MiB is "
+                           "not read whole; write it as JSON Lines (.jsonl), one object per "
+                           "line") from None
     digest.update(data)
     text = decode_utf8(data, path)
     del data
@@ -119,9 +139,14 @@ def scan_json_array(path: Path, digest: Any) -> Iterator[Record]:
         at = i
         try:
             obj, end = dec.raw_decode(text, i)
+            check_depth(obj)
         except json.JSONDecodeError as e:
             raise DatasetError(f"{path} line {e.lineno}: not valid JSON ({e.msg} at column "
                                f"{e.colno}); fix the file or write it as JSON Lines") from None
+        except (RecursionError, InputLimitError):
+            raise DatasetError(f"{path} line {line}: an element nested deeper than "
+                               f"{MAX_DEPTH} levels; a record is a prompt and its fields"
+                               ) from None
         if not isinstance(obj, dict):
             raise DatasetError(f"{path} line {line}: an array element is a JSON "
                                f"{type(obj).__name__}, not an object")
@@ -159,6 +184,10 @@ def scan_csv(path: Path, digest: Any) -> Iterator[Record]:
                 start, first_line = pos, n
             pos += len(raw)
             pending += raw
+            if len(pending) > JSONL_LINE_MAX:
+                raise DatasetError(f"{path} line {first_line}: a record longer than "
+                                   f"{JSONL_LINE_MAX // MIB} MiB (a quoted field never "
+                                   "closed?)")
             if pending.count(b'"') % 2:
                 continue  # inside a quoted field that spans lines
             text = decode_utf8(bytes(pending), path, first_line, start)
@@ -167,7 +196,10 @@ def scan_csv(path: Path, digest: Any) -> Iterator[Record]:
                 text = text.removeprefix("\ufeff")
             if not text.strip():
                 continue
-            fields = _csv_fields(text)
+            try:
+                fields = _csv_fields(text)
+            except csv.Error as e:
+                raise DatasetError(f"{path} line {first_line}: not CSV ({e})") from None
             if header is None:
                 header = [h.strip() for h in fields]
                 continue

@@ -39,6 +39,7 @@ from tokenmark.resultrows import (
     ResultRow,
     RunRecord,
     SystemRecord,
+    merge_all,
     merge_rows,
 )
 from tokenmark.store.reader import rows_by_key
@@ -162,17 +163,8 @@ def write(
     """Write everything inside the caller's transaction (see the module docstring)."""
     system_ids = _write_systems(conn, system_items)
     run_ids, runs_added = _write_runs(conn, run_records)
-    all_rows = list(rows) + [r.row for r in run_records]
-    differences: list[str] = []
-    by_key: dict[str, ResultRow] = {}
-    for r in all_rows:  # rows of one key in one import merge as they would across imports
-        prior = by_key.get(r.key)
-        if prior is None:
-            by_key[r.key] = r
-        else:
-            m = merge_rows(prior, r)
-            by_key[r.key] = m.row
-            differences += [m.difference] if m.difference else []
+    # rows of one key in one import merge as they would across imports
+    by_key, differences = merge_all([*rows, *(r.row for r in run_records)])
     keys = sorted(by_key)
     existing = rows_by_key(conn, keys)
     values: list[dict[str, Any]] = []

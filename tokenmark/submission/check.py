@@ -41,6 +41,7 @@ import hashlib
 import io
 import json
 import math
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -50,10 +51,12 @@ from typing import Any
 
 from tokenmark.accuracylog import parse_accuracy_log
 from tokenmark.compliance.verify import verify_test06
+from tokenmark.config.layering import parse_user_conf
 from tokenmark.config.presets import BenchmarkPreset, RoundPreset, load_round
 from tokenmark.errors import BadInputError, ConfigError
 from tokenmark.importer.checker import Figure, canonical_scenario, inferred_figure
 from tokenmark.importer.published import canonical_benchmark
+from tokenmark.inputs import json_loads
 from tokenmark.metrics.summary import Accumulator, Summary, summarize
 from tokenmark.mllog import DetailLog, MLLogError, SummaryLog, parse_detail, parse_summary
 from tokenmark.output.records import read_records
@@ -209,6 +212,19 @@ class _Ctx:
     def __init__(self, root: Path, preset: RoundPreset) -> None:
         self.root = root
         self.preset = preset
+        self.real = root.resolve()
+
+    def outside(self, p: Path) -> bool:
+        """Whether ``p`` (through any symbolic link on its way) lands outside the tree."""
+        return not p.resolve().is_relative_to(self.real)
+
+    def is_file(self, p: Path) -> bool:
+        """A file in the tree (a link out of it is not followed)."""
+        return not self.outside(p) and p.is_file()
+
+    def dirs(self, p: Path) -> list[str]:
+        """The folders in ``p`` (a link out of the tree is not followed)."""
+        return [name for name in _dirs(p) if not self.outside(p / name)]
 
     def rel(self, p: Path) -> str:
         try:
@@ -217,7 +233,12 @@ class _Ctx:
             return str(p)
 
     def text(self, p: Path, out: list[Finding], check: str, advice: str) -> str | None:
-        if not p.is_file():
+        if p.is_symlink() and self.outside(p):
+            out.append(Finding(Severity.ERROR, self.rel(p), check,
+                               "is a symbolic link out of the submission tree (not read)",
+                               "copy the file itself into the tree"))
+            return None
+        if not self.is_file(p):
             out.append(Finding(Severity.ERROR, self.rel(p), check, "is missing", advice))
             return None
         try:
@@ -237,8 +258,8 @@ class _Ctx:
         if text is None:
             return None
         try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
+            obj = json_loads(text)
+        except ValueError as exc:  # not JSON, or nested too deep
             out.append(Finding(Severity.ERROR, self.rel(p), check,
                                f"is not valid JSON ({exc})", advice))
             return None
@@ -330,20 +351,35 @@ def check_tree(root: Path, round_name: str, *, submitter: str | None = None) -> 
         raise BadInputError(f"{root}: not a folder; give the folder that holds closed/, "
                             "open/ or network/")
     ctx = _Ctx(root, preset)
-    findings: list[Finding] = []
+    findings: list[Finding] = _links_out(ctx)
     results: list[ResultCheck] = []
-    divisions = [d for d in _dirs(root) if d in DIVISIONS]
+    divisions = [d for d in ctx.dirs(root) if d in DIVISIONS]
     if not divisions:
         findings.append(Finding(Severity.ERROR, ".", "structure",
                                 "holds no closed/, open/ or network/ folder",
                                 "give the submission's root folder (the one 'submission "
                                 "package' wrote)"))
     for division in divisions:
-        for sub in _dirs(root / division):
+        for sub in ctx.dirs(root / division):
             if submitter is not None and sub != submitter:
                 continue
             _check_submitter(ctx, division, sub, results, findings)
     return CheckReport(root, preset.round, results, findings)
+
+
+def _links_out(ctx: _Ctx) -> list[Finding]:
+    """An error for each symbolic link that leaves the tree (or leads nowhere), naming
+    the link; links are not followed, what they point to is not read."""
+    found = []
+    for top, dirs, files in os.walk(ctx.root):  # does not descend into linked folders
+        for name in sorted([*dirs, *files]):
+            p = Path(top) / name
+            if p.is_symlink() and (ctx.outside(p) or not p.exists()):
+                found.append(Finding(
+                    Severity.ERROR, ctx.rel(p), "structure",
+                    f"is a symbolic link to {os.readlink(p)!r}, outside the submission tree",
+                    "copy what it points to into the tree; links out of it are not read"))
+    return found
 
 
 def _check_submitter(ctx: _Ctx, division: str, sub: str, results: list[ResultCheck],
@@ -356,7 +392,7 @@ def _check_submitter(ctx: _Ctx, division: str, sub: str, results: list[ResultChe
         return
     src = base / ("src" if new_layout(ctx.preset.round) else "code")
     src_missing = not src.is_dir()
-    for system in _dirs(res_dir):
+    for system in ctx.dirs(res_dir):
         sys_path = base / "systems" / f"{system}.json"
         sys_findings: list[Finding] = []
         sysj = ctx.json_obj(sys_path, sys_findings, "system description",
@@ -367,7 +403,7 @@ def _check_submitter(ctx: _Ctx, division: str, sub: str, results: list[ResultChe
             sys_findings.append(Finding(Severity.ERROR, ctx.rel(src), "structure",
                                         "is missing (the harness code the results ran)",
                                         f"add {src.name}/ with the code or a pointer to it"))
-        for bench_dir in _dirs(res_dir / system):
+        for bench_dir in ctx.dirs(res_dir / system):
             _check_benchmark(ctx, division, sub, system, bench_dir, sysj, sys_findings,
                              results)
 
@@ -381,7 +417,7 @@ def _check_benchmark(ctx: _Ctx, division: str, sub: str, system: str, bench_dir:
                      sysj: dict[str, Any] | None, sys_findings: list[Finding],
                      results: list[ResultCheck]) -> None:
     folder = ctx.root / division / sub / "results" / system / bench_dir
-    scen_dirs = _dirs(folder)
+    scen_dirs = ctx.dirs(folder)
     name = canonical_benchmark(bench_dir, ctx.preset.round)
     bench: BenchmarkPreset | None = ctx.preset.benchmarks.get(name)
     scen_findings: list[Finding] = []
@@ -740,7 +776,7 @@ def _check_records(ctx: _Ctx, rc: ResultCheck, bench: BenchmarkPreset, scenario:
                    d: DetailLog, paths: ResultPaths) -> None:
     """Recompute the log's figures and LoadGen's verdict from tokenmark's records."""
     rec_path = paths.perf_dir / RECORDS_NAME
-    if not rec_path.is_file():
+    if not ctx.is_file(rec_path):
         return
     out = rc.findings
     rel = ctx.rel(rec_path)
@@ -816,7 +852,7 @@ def _check_accuracy(ctx: _Ctx, rc: ResultCheck, bench: BenchmarkPreset, scenario
                    "score the accuracy run (tokenmark score) and copy its accuracy.txt")
     detail = _parse_detail(ctx, acc_dir / "mlperf_log_detail.txt", out, "accuracy log")
     acc_json = acc_dir / "mlperf_log_accuracy.json"
-    if not acc_json.is_file():
+    if not ctx.is_file(acc_json):
         out.append(Finding(Severity.ERROR, ctx.rel(acc_json), "accuracy", "is missing",
                            "copy the accuracy run's mlperf_log_accuracy.json (truncated)"))
     elif acc_json.stat().st_size > MAX_ACCURACY_LOG_SIZE:
@@ -846,7 +882,7 @@ def _check_accuracy(ctx: _Ctx, rc: ResultCheck, bench: BenchmarkPreset, scenario
         out.append(Finding(Severity.ERROR, ctx.rel(acc_dir / "accuracy.txt"), "accuracy",
                            "has no hash= line",
                            "write accuracy.txt with tokenmark score (it adds hash=sha256)"))
-    elif acc_json.is_file() and acc_json.stat().st_size <= MAX_ACCURACY_LOG_SIZE:
+    elif ctx.is_file(acc_json) and acc_json.stat().st_size <= MAX_ACCURACY_LOG_SIZE:
         raw = acc_json.read_bytes()
         if b"\n\n...\n\n" not in raw and hashlib.sha256(raw).hexdigest() != hashes[0]:
             out.append(Finding(Severity.ERROR, ctx.rel(acc_dir / "accuracy.txt"), "accuracy",
@@ -891,12 +927,14 @@ def _check_measurements(ctx: _Ctx, rc: ResultCheck, paths: ResultPaths) -> dict[
     mdir = paths.measurements_dir
     for name in MEASURE_FILES:
         p = mdir / name
-        if not p.is_file():
+        if not ctx.is_file(p):
             out.append(Finding(Severity.ERROR, ctx.rel(p), "measurements", "is missing",
                                "tokenmark submission package writes it"))
         elif p.stat().st_size == 0:
             out.append(Finding(Severity.ERROR, ctx.rel(p), "measurements", "is empty",
                                "write what it should say"))
+        elif name == "user.conf":
+            _check_user_conf(ctx, p, out)
     if paths.measurements_json is None:
         out.append(Finding(Severity.ERROR, ctx.rel(mdir), "measurements",
                            "holds no <system>.json measurements file",
@@ -916,6 +954,19 @@ def _check_measurements(ctx: _Ctx, rc: ResultCheck, paths: ResultPaths) -> dict[
     return mj
 
 
+def _check_user_conf(ctx: _Ctx, p: Path, out: list[Finding]) -> None:
+    """user.conf must be what LoadGen reads: text lines of ``model.scenario.key = value``."""
+    advice = "write LoadGen's user.conf (tokenmark submission package writes it)"
+    text = ctx.text(p, out, "measurements", advice)
+    if text is None:
+        return
+    try:
+        parse_user_conf(text, ctx.rel(p))
+    except ConfigError as exc:
+        out.append(Finding(Severity.ERROR, ctx.rel(p), "measurements",
+                           f"is not a LoadGen user.conf ({exc})", advice))
+
+
 def _check_compliance(ctx: _Ctx, rc: ResultCheck, bench: BenchmarkPreset, scenario: Scenario,
                       paths: ResultPaths) -> None:
     if rc.division == "open":
@@ -923,7 +974,7 @@ def _check_compliance(ctx: _Ctx, rc: ResultCheck, bench: BenchmarkPreset, scenar
     out = rc.findings
     for test in bench.compliance_tests:
         tdir = paths.compliance_dir / test
-        if not tdir.is_dir():
+        if ctx.outside(tdir) or not tdir.is_dir():
             out.append(Finding(Severity.ERROR, ctx.rel(tdir), "compliance", "is missing",
                                f"run the {test} audit (tokenmark run --audit {test}) and "
                                "package it"))
@@ -968,7 +1019,7 @@ def _check_test06(ctx: _Ctx, rc: ResultCheck, tdir: Path, scenario: Scenario) ->
                            "fix the output handling (EOS, first token, token counts) and "
                            "rerun TEST06"))
     log = tdir / "accuracy" / "mlperf_log_accuracy.json"
-    if not log.is_file():
+    if not ctx.is_file(log):
         return
     try:
         raw = log.read_text(encoding="utf-8")

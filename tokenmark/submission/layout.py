@@ -143,7 +143,7 @@ def result_paths(root: Path, round_name: str, division: str, submitter: str, sys
     else:
         mdir = sub / "measurements" / system / benchmark / scenario
         mjson = None
-        if mdir.is_dir():
+        if mdir.is_dir() and mdir.resolve().is_relative_to(root.resolve()):  # no link out
             names = sorted(p.name for p in mdir.iterdir() if p.is_file())
             pick = [n for n in names if n.startswith(system) and n.endswith(f"_{scenario}.json")]
             pick = pick or [n for n in names if n.startswith(system) and n.endswith(".json")]

@@ -33,6 +33,7 @@ from typing import Any
 from tokenmark import __version__
 from tokenmark.config.presets import RoundPreset, load_round
 from tokenmark.errors import BadInputError, ConfigError
+from tokenmark.inputs import MIB, load_json_object
 from tokenmark.settings import Scenario
 from tokenmark.submission.layout import (
     DIVISIONS,
@@ -103,13 +104,7 @@ def truncate_accuracy_log(text: str) -> str:
 def _json(path: Path, what: str, fix: str) -> dict[str, Any]:
     if not path.is_file():
         raise BadInputError(f"{path}: no such {what}; {fix}")
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadInputError(f"{path}: the {what} is not valid JSON ({exc}); {fix}") from None
-    if not isinstance(obj, dict):
-        raise BadInputError(f"{path}: the {what} is not a JSON object; {fix}")
-    return obj
+    return load_json_object(path, what, fix, max_bytes=16 * MIB)
 
 
 def _read_run(path: Path) -> _Run:

@@ -43,6 +43,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 
 from tokenmark.errors import BadInputError
+from tokenmark.inputs import MIB, json_loads, read_bounded
 from tokenmark.trust.canonical import canonical_bytes, file_sha256, sha256_hex
 
 __all__ = [
@@ -161,7 +162,7 @@ def make_keys(name: str, *, directory: Path | None = None, passphrase_env: str =
 
 def load_public(path: Path) -> PublicKey:
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json_loads(read_bounded(path, MIB))
         raw = base64.b64decode(doc["public_key"], validate=True)
         Ed25519PublicKey.from_public_bytes(raw)
         name = str(doc["name"])
@@ -354,7 +355,7 @@ def verify_bundle(path: Path, keys: dict[str, PublicKey]) -> Verified:
             raise BundleError(f"{path} has no {SUMS} or {SIG}; not a tokenmark bundle")
         sums = _read(tar, members[SUMS])
         try:
-            doc = json.loads(_read(tar, members[SIG]))
+            doc = json_loads(_read(tar, members[SIG]))
             raw = base64.b64decode(doc["public_key"], validate=True)
             sig = base64.b64decode(doc["signature"], validate=True)
             signer, kid, when = str(doc["signer"]), str(doc["key_id"]), str(doc["signed_utc"])
@@ -400,7 +401,10 @@ def verify_bundle(path: Path, keys: dict[str, PublicKey]) -> Verified:
                                 "after signing")
         if listed.get(PREFIX + "results.json") != run_hash:
             raise TamperedError(f"{path}: the run hash does not match run/results.json")
-        results = json.loads(_read(tar, members[PREFIX + "results.json"]))
+        try:
+            results = json_loads(_read(tar, members[PREFIX + "results.json"]))
+        except ValueError as e:  # signed as it is, yet not JSON, or too deep
+            raise BundleError(f"{path}: its results.json is not usable ({e})") from None
     return Verified(signer, kid, when, run_hash, len(listed), results)
 
 

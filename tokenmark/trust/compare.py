@@ -26,7 +26,6 @@ the change is real; any regression fails the gate.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -36,6 +35,7 @@ from typing import Any, Final
 import numpy as np
 
 from tokenmark.errors import BadInputError
+from tokenmark.inputs import MIB, json_loads, read_bounded
 from tokenmark.metrics.stats import quantile_interval
 from tokenmark.output.records import RECORDS_FILE, read_records
 from tokenmark.records import Phase
@@ -95,7 +95,7 @@ def load_run(path: Path, *, windows: int = 20) -> RunData:
         raise BadInputError(f"{folder} has no {RECORDS_FILE}; comparisons need the records "
                             "of both runs")
     try:
-        results = json.loads(res_path.read_text(encoding="utf-8"))
+        results = json_loads(read_bounded(res_path, 64 * MIB))
         recs = [r for r in read_records(rec_path) if r.ok and r.phase is Phase.MEASURE]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise BadInputError(f"cannot read {folder} ({e}); give an intact results "

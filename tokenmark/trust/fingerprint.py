@@ -23,8 +23,8 @@ names, and so are JSON fields whose names say they hold one (``api_key``, ``toke
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
-import json
 import os
 import platform
 import re
@@ -37,8 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from tokenmark import __version__
+from tokenmark.inputs import json_loads
 from tokenmark.metrics.summary import Summary
 from tokenmark.records import RequestRecord
+from tokenmark.redact import Redactor as Masker
 from tokenmark.rules import Finding
 from tokenmark.scenarios import Schedule
 from tokenmark.settings import EffectiveSettings
@@ -174,10 +176,8 @@ class Redactor:
     secrets: tuple[str, ...] = ()
 
     def text(self, s: str) -> str:
-        for v in self.secrets:
-            if v:
-                s = s.replace(v, "***")
-        return s
+        """``s`` with each secret masked in every form it may take."""
+        return _masker(self.secrets).text(s)
 
     def headers(self, items: Sequence[tuple[str, str]]) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -198,6 +198,11 @@ class Redactor:
         if isinstance(v, str):
             return self.text(v)[:_TEXT_MAX]
         return v
+
+
+@functools.lru_cache(maxsize=8)
+def _masker(secrets: tuple[str, ...]) -> Masker:
+    return Masker(secrets)
 
 
 # -- the server -------------------------------------------------------------------------
@@ -232,7 +237,7 @@ class ServerProbe:
 def _body(ans: Answer, red: Redactor) -> Any:
     raw = ans.body[:_BODY_MAX]
     try:
-        return red.data(json.loads(raw))
+        return red.data(json_loads(raw))
     except (ValueError, UnicodeDecodeError):
         return red.text(raw[:_TEXT_MAX].decode("utf-8", "replace"))
 

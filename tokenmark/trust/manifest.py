@@ -46,6 +46,7 @@ from tokenmark.config.layering import Layer, LayeredSettings
 from tokenmark.config.presets import BenchmarkPreset, resolve
 from tokenmark.dataset import Dataset, describe_dataset
 from tokenmark.errors import ConfigError, DatasetError
+from tokenmark.inputs import MIB, json_loads, read_bounded
 from tokenmark.metrics.summary import Summary
 from tokenmark.records import RequestRecord
 from tokenmark.rules import Finding
@@ -273,11 +274,11 @@ def load_manifest(path: Path) -> Manifest:
     """Read ``path`` (a manifest.json, or a results folder holding one); check its hash."""
     p = path / MANIFEST_FILE if path.is_dir() else path
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
+        doc = json_loads(read_bounded(p, 64 * MIB))
     except FileNotFoundError:
         raise ConfigError(f"no manifest at {p}; give a manifest.json or a results folder "
                           "holding one") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, ValueError) as e:  # unreadable, not UTF-8 JSON, too large or deep
         raise ConfigError(f"cannot read the manifest {p} ({e}); give the manifest.json a "
                           "run wrote") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:

@@ -3,11 +3,16 @@
 A task on the run's event loop wakes every ``interval_s``; how late it wakes is the
 loop's lag (a loop busy with other callbacks cannot run it on time, and neither can it
 run a request's send). Each window also records how much of one core this process used
-(``os.times`` user + system over wall time), and the run how busy the whole machine was
-(``/proc/stat``, as a share of the cores this process may use). At the end,
-:func:`tokenmark.rules.client_bottleneck` judges the run: the client was the bottleneck
-when its process, or the machine it shares, was saturated *and* its loop lagged, and the
-tokenmark verdict is then INVALID with that finding.
+(``os.times`` user + system over wall time) and how long it waited for a CPU while
+runnable (``/proc/self/schedstat``): their sum is its demand, a whole core when it always
+had work, however busy the machine; and the run how busy the whole machine was
+(``/proc/stat``) and how much of that was other processes' (the machine's busy time
+minus tokenmark's own processes: this one and its live child processes, the client
+workers). At the end, :func:`tokenmark.rules.client_bottleneck` judges the run: the
+client was the bottleneck when its own process was saturated *and* its loop lagged (the
+tokenmark verdict is then INVALID with that finding); :func:`tokenmark.rules.machine_busy`
+warns when other processes used half the cores or more, which is no fault of the client.
+:meth:`ClientMonitor.client_figures` hands the measured causes to the send-lag rule.
 
 With worker processes (``--workers``) the parent process is the one watched: it keeps
 the schedule and hands requests out, so its lag is the run's send lag.
@@ -28,7 +33,7 @@ import numpy as np
 
 from tokenmark.metrics.summary import Summary
 from tokenmark.records import RequestRecord
-from tokenmark.rules import Finding, client_bottleneck
+from tokenmark.rules import Finding, client_bottleneck, machine_busy
 from tokenmark.scenarios import Schedule
 from tokenmark.settings import EffectiveSettings
 from tokenmark.trust.fingerprint import CpuSnapshot, cpu_snapshot
@@ -41,11 +46,45 @@ def _own_cpu_s() -> float:
     return t.user + t.system
 
 
+def _runq_wait_s() -> float:
+    """Seconds this process's main thread waited for a CPU while runnable
+    (``/proc/self/schedstat``; 0 where it is missing)."""
+    try:
+        with open("/proc/self/schedstat", "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def children_cpu_s(pid: int | None = None) -> float:
+    """CPU seconds of the live child processes of ``pid`` (default: this process), from
+    ``/proc`` (0 where it is missing)."""
+    pid = os.getpid() if pid is None else pid
+    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    total = 0
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return 0.0
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 12 and int(fields[1]) == pid:
+            total += int(fields[11]) + int(fields[12])
+    return total / hz
+
+
 @dataclass(frozen=True)
 class MonitorLimits:
     busy_limit: float = 0.9  # share of one core that counts as saturated
     lag_limit_ms: float = 10.0  # p99 event-loop lag that counts as falling behind
     saturated_share: float = 0.5  # share of saturated windows that counts as saturated
+    background_limit: float = 0.5  # share of the cores other processes may use (warns)
 
 
 class ClientMonitor:
@@ -55,10 +94,12 @@ class ClientMonitor:
 
     def __init__(self, interval_s: float = 0.05, limits: MonitorLimits = MonitorLimits(),
                  *, cpu_s: Callable[[], float] = _own_cpu_s,
-                 now_s: Callable[[], float] = time.monotonic) -> None:
+                 now_s: Callable[[], float] = time.monotonic,
+                 wait_s: Callable[[], float] = _runq_wait_s) -> None:
         self.interval_s = interval_s
         self.limits = limits
-        self._cpu = cpu_s
+        self._cpu_only = cpu_s
+        self._wait = wait_s
         self._now = now_s
         self.lags_ns = array("q")
         self.busy = array("d")
@@ -71,15 +112,27 @@ class ClientMonitor:
         self._prev = (0.0, 0.0)
         self._m0: CpuSnapshot | None = None
         self._m1: CpuSnapshot | None = None
+        self._k0 = 0.0  # child processes' CPU at the start and the end
+        self._k1 = 0.0
+        self._w0 = 0.0  # run-queue waits at the start and the end
+        self._w1 = 0.0
         self.cores = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                          else (os.cpu_count() or 1))
+
+    def _cpu(self) -> float:
+        """CPU seconds this process used, plus those it waited for a CPU while runnable:
+        its *demand*. A process that always wanted a core demands one whole core even
+        on a machine so busy that it got only part of it."""
+        return self._cpu_only() + self._wait()
 
     def plan(self, eff: EffectiveSettings, schedule: Schedule) -> None:
         pass
 
     async def start(self, output_dir: Path) -> None:
+        self._w0 = self._wait()
         self._t0, self._c0 = self._now(), self._cpu()
         self._m0 = cpu_snapshot()
+        self._k0 = children_cpu_s()
         self._task = asyncio.ensure_future(self._watch())
 
     async def _watch(self) -> None:
@@ -102,7 +155,9 @@ class ClientMonitor:
 
     async def stop(self) -> None:
         self._t1, self._c1 = self._now(), self._cpu()
+        self._w1 = self._wait()
         self._m1 = cpu_snapshot()
+        self._k1 = children_cpu_s()
         if self._task is not None:
             if self._due and self._t1 > self._due:
                 # the loop never got back to the watcher: this window's lag counts too
@@ -118,39 +173,66 @@ class ClientMonitor:
         lags = np.frombuffer(self.lags_ns, dtype=np.int64) if len(self.lags_ns) else \
             np.zeros(0, dtype=np.int64)
         span = self._t1 - self._t0
-        busy = (self._c1 - self._c0) / span if span > 0 else 0.0
+        waited = self._w1 - self._w0
+        busy = (self._c1 - self._c0) / span if span > 0 else 0.0  # demand: CPU + waits
+        cpu = (self._c1 - self._c0 - waited) / span if span > 0 else 0.0
         lim = self.limits
         saturated = int(sum(1 for b in self.busy if b >= lim.busy_limit))
 
         def pct(q: float) -> float:
             return round(float(np.percentile(lags, q)) / 1e6, 3) if lags.size else 0.0
 
-        machine = None
+        machine = background = None
+        own = (cpu * span + max(0.0, self._k1 - self._k0)) / span if span > 0 else 0.0
         a, b = self._m0, self._m1
         if a is not None and b is not None and a.machine_busy_s >= 0 and b.t_s > a.t_s:
-            machine = round((b.machine_busy_s - a.machine_busy_s) / (b.t_s - a.t_s)
-                            / self.cores, 4)
+            dt = b.t_s - a.t_s
+            machine = round((b.machine_busy_s - a.machine_busy_s) / dt / self.cores, 4)
+            other = (b.machine_busy_s - a.machine_busy_s) - (b.own_s - a.own_s) - max(
+                0.0, self._k1 - self._k0)
+            background = round(max(0.0, other / dt), 3)
         return {
             "interval_ms": self.interval_s * 1e3,
             "machine_busy_fraction": machine,
+            "own_cores": round(own, 3),
+            "background_cores": background,
             "cores_available": self.cores,
             "windows": int(lags.size),
-            "cpu_busy_fraction": round(busy, 4),
+            "cpu_busy_fraction": round(cpu, 4),
+            "demand_fraction": round(busy, 4),
+            "runq_wait_fraction": round(waited / span, 4) if span > 0 else 0.0,
             "saturated_windows": saturated,
             "loop_lag_ms": {"p50": pct(50), "p99": pct(99),
                             "max": round(float(lags.max()) / 1e6, 3) if lags.size else 0.0},
             "limits": {"busy_limit": lim.busy_limit, "lag_limit_ms": lim.lag_limit_ms,
-                       "saturated_share": lim.saturated_share},
+                       "saturated_share": lim.saturated_share,
+                       "background_limit": lim.background_limit},
         }
 
     def finding(self) -> Finding:
         f = self.figures()
         lim = self.limits
         return client_bottleneck(
-            f["cpu_busy_fraction"], int(f["loop_lag_ms"]["p99"] * 1e6), f["windows"],
+            f["demand_fraction"], int(f["loop_lag_ms"]["p99"] * 1e6), f["windows"],
             busy_limit=lim.busy_limit, lag_limit_ns=int(lim.lag_limit_ms * 1e6),
             saturated_share=lim.saturated_share, saturated_samples=f["saturated_windows"],
-            machine_busy_fraction=f["machine_busy_fraction"] or 0.0)
+            background_cores=f["background_cores"])
+
+    def findings(self) -> list[Finding]:
+        """``client_saturation``, and ``machine_busy`` where the machine's load is known."""
+        f = self.figures()
+        out = [self.finding()]
+        if f["background_cores"] is not None:
+            out.append(machine_busy(f["background_cores"], self.cores, f["own_cores"],
+                                    int(f["loop_lag_ms"]["p99"] * 1e6),
+                                    limit=self.limits.background_limit))
+        return out
+
+    def client_figures(self) -> dict[str, Any]:
+        """The measured causes a send-lag finding names (see ``rules.ClientStats``)."""
+        f = self.figures()
+        return {"own_cores": f["own_cores"], "background_cores": f["background_cores"],
+                "loop_lag_p99_ns": int(f["loop_lag_ms"]["p99"] * 1e6), "cores": self.cores}
 
     def finish(self, summary: Summary, output_dir: Path
                ) -> tuple[dict[str, Any], list[Finding]]:
@@ -158,4 +240,4 @@ class ClientMonitor:
         if self._t1 - self._t0 < 3 * self.interval_s:  # too short a run to judge
             f["note"] = "shorter than 3 sampling intervals: not judged"
             return f, []
-        return f, [self.finding()]
+        return f, self.findings()

@@ -37,6 +37,7 @@ from typing import IO, Any
 
 from tokenmark.metrics.summary import Summary
 from tokenmark.records import RequestRecord
+from tokenmark.redact import Redactor
 from tokenmark.rules import Finding, server_counts
 from tokenmark.scenarios import Schedule
 from tokenmark.settings import EffectiveSettings
@@ -108,8 +109,9 @@ class PrometheusWatcher:
     def __init__(self, urls: tuple[str, ...], *, interval_s: float = 1.0,
                  timeout_s: float = 2.0, header_lines: bytes = b"",
                  tolerances: Tolerances = Tolerances(), path: str = "/metrics",
-                 ssl_context: Any = None) -> None:
+                 ssl_context: Any = None, secrets: tuple[str, ...] = ()) -> None:
         self.urls = urls
+        self._mask = Redactor(secrets)  # a server may echo the key into a label
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self.header_lines = header_lines
@@ -134,10 +136,10 @@ class PrometheusWatcher:
                         timeout_s=self.timeout_s, max_bytes=32 << 20,
                         ssl_context=self.ssl_context)
         if not ans.ok:
-            self.errors[url] = ans.error or f"HTTP {ans.status}"
+            self.errors[url] = self._mask.text(ans.error or f"HTTP {ans.status}")
             return None
-        samples = {f"{n}{lab}": v for n, lab, v in parse(ans.body.decode("utf-8", "replace"))
-                   if n.startswith(KNOWN_PREFIXES)}
+        samples = {self._mask.text(f"{n}{lab}"): v for n, lab, v in parse(
+            ans.body.decode("utf-8", "replace")) if n.startswith(KNOWN_PREFIXES)}
         if not samples:
             self.errors[url] = "no vLLM, SGLang, TGI or tokenmark metrics in the answer"
             return None

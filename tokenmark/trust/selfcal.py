@@ -36,6 +36,7 @@ from tokenmark.clock import MonotonicClock
 from tokenmark.config.layering import build_settings
 from tokenmark.dataset import Dataset, LengthDistribution, SyntheticDataset
 from tokenmark.errors import ConfigError
+from tokenmark.inputs import json_loads
 from tokenmark.loadgen.runner import Runner
 from tokenmark.records import RequestRecord
 from tokenmark.scenarios import Schedule, ScheduleKind, build_schedule
@@ -90,7 +91,7 @@ def cached(key: str, *, max_age_days: float = 7.0, directory: Path | None = None
            ) -> Capacity | None:
     path = (directory or cache_dir()) / CACHE_FILE
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json_loads(path.read_text(encoding="utf-8"))
         entry = doc[key]
         cap = Capacity(**entry)
         when = dt.datetime.fromisoformat(cap.measured_utc)
@@ -107,7 +108,7 @@ def store(cap: Capacity, *, directory: Path | None = None) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     path = d / CACHE_FILE
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json_loads(path.read_text(encoding="utf-8"))
         if not isinstance(doc, dict):
             doc = {}
     except (OSError, ValueError):
