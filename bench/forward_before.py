@@ -19,6 +19,10 @@ represent with the old prediction path (Offline trace; Server search bounded by 
 system's Offline). It writes ``forward_predictions.csv``. ``--fast-search`` replaces the
 old search's bisection by the current bracket-and-interpolate one over the old code's
 own simulated runs (the same answer to the same 1% tolerance, about half the probes).
+``--offline-only`` scores the Offline rows only (stage 1 alone for a refitted step): the
+old stage 2 (900 Server searches for the v4.1 fit) and the old Server searches do not fit
+in the time a shared 2-core machine has; the Server/Interactive rows are then left out
+of the tables (not counted as refused).
 """
 
 from __future__ import annotations
@@ -179,12 +183,12 @@ def _refit(cal: Any, train: list[Any], traces: dict[Any, Any], lengths: Any, arg
     full = ("all", lambda _r: False)
     fitter.alpha(*full)
     latency = [p for p in train if p.row.scenario != "Offline" and p.limits]
-    stage2 = cal._LatencyFit(latency, fitter, lengths, args.requests, args.workers, say,
-                             True, args.cache)
+    stage2 = None if args.offline_only else cal._LatencyFit(
+        latency, fitter, lengths, args.requests, args.workers, say, True, args.cache)
 
     def params(p: Any, scenario: str) -> tuple[Any, str]:
         eff, used = fitter.params_for(p, *full)
-        if scenario == "Offline":
+        if scenario == "Offline" or stage2 is None:
             return eff, used
         pair, level = stage2.mbu(p, *full)
         if pair is not None:
@@ -205,6 +209,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--requests", type=int, default=1500)
     ap.add_argument("--cache", type=Path, default=None)
+    ap.add_argument("--offline-only", action="store_true",
+                    help="score the Offline rows only (no stage 2, no Server searches: the "
+                         "old stage 2 alone is 900 searches)")
     ap.add_argument("--fast-search", action="store_true",
                     help="the current search's probes in place of the old bisection")
     args = ap.parse_args()
@@ -262,6 +269,8 @@ def main() -> None:
             if p.row.scenario == "Offline":
                 out_rows.append((p, bound, used))
                 continue
+            if args.offline_only:
+                continue
             eff, used = params(p, p.row.scenario)
             jobs.append((p, cal._job(p, eff, lengths, args.requests),
                          bound if not p.samples_metric else float("inf"), used))
@@ -282,7 +291,7 @@ def main() -> None:
         steps = set(args.rounds.split(","))
         for i, why in sorted(refused.items()):
             r = rows[i]
-            if r.round in steps:
+            if r.round in steps and (not args.offline_only or r.scenario == "Offline"):
                 w.writerow([r.round, index[i], r.round, r.division, r.submitter,
                             r.system_id, r.accelerator_name, r.total, r.nodes,
                             r.benchmark_raw, r.scenario, r.result, "", f"refused: {why}"])

@@ -18,8 +18,11 @@ from tokenmark.perfmodel import (
     find_accelerator,
     find_model,
 )
+from tokenmark.perfmodel.outputs import OutputPlanner, output_model
+from tokenmark.records import Message, Sample
 from tokenmark.sim.run import request_arrays
 from tokenmark.sim.workloads import image_load, synthetic_dataset
+from tokenmark.workload.images import ImageSize, data_url, generate_png, sniff
 
 QWEN = "qwen3-vl-235b-a22b"
 # One 2048 x 2048 product image (workloads.csv): a multiple of 32 on both sides and
@@ -82,3 +85,41 @@ def test_the_prefill_step_pays_for_the_encoder():
     e2.submit(0, n, 2)
     assert e2.advance().plan.cost.compute_ns == pytest.approx(
         compute - ENCODER / peak * 1e9 / 0.5, rel=1e-6)
+
+
+class _File:
+    """A dataset file's samples (the Dataset protocol), as a loaded file gives them."""
+
+    name = "file"
+    fingerprint = "0"
+
+    def __init__(self, samples: list[Sample]) -> None:
+        self._s = samples
+
+    def __len__(self) -> int:
+        return len(self._s)
+
+    def sample(self, index: int) -> Sample:
+        return self._s[index]
+
+
+def test_a_dataset_file_is_read_as_the_emulated_server_reads_it():
+    png = generate_png(0, 0, ImageSize(512, 512))
+    url = data_url(png, sniff(png))  # type: ignore[arg-type]
+    chat = Sample(0, "p", 40, 500, messages=(Message("user", "describe", (url,)),),
+                  images=1, expected_output_tokens=120)
+    plain = Sample(1, "q", 30, 64)  # no reference answer: its output tokens, exactly
+    inp, out, enc = request_arrays(_File([chat, plain]), QWEN)
+    # 512 x 512: 32 x 32 patches of 16 pixels, 2 x 2 merged: 256 tokens and 2 markers
+    assert inp.tolist() == [40 + 258, 30]
+    # the reference answer (120) stops it before max_tokens (500), as the planner says
+    assert out.tolist() == [120, 64]
+    ref = OutputPlanner(output_model(QWEN)).plan("", 500, reference=120)
+    assert (ref.total, ref.finish) == (120, "stop")
+    h, p = 1152, 1024  # the encoder's FLOPs for 1024 patches, by the module's formula
+    flops = (2 * p * 3 * 2 * 16 * 16 * h + D * (2 * p * (4 * h * h + 2 * h * INTER)
+                                               + 4 * p * p * h)
+             + 4 * 2 * (p / 4) * ((h * 4) ** 2 + h * 4 * 4096))
+    assert enc is not None and enc.tolist() == pytest.approx([flops, 0.0])
+    # a text-only file has no encoder work
+    assert request_arrays(_File([plain]), "llama3.1-8b")[2] is None

@@ -23,6 +23,9 @@ import numpy as np
 
 from tokenmark.dataset import Dataset, SyntheticDataset
 from tokenmark.metrics.summary import RunData, Summary, summarize
+from tokenmark.perfmodel.hardware import find_model
+from tokenmark.perfmodel.outputs import OutputPlanner, output_model
+from tokenmark.perfmodel.vision import chat_images, vision_encoder
 from tokenmark.records import ErrorClass
 from tokenmark.rules import ClientStats, Verdicts, evaluate
 from tokenmark.scenarios import Schedule, ScheduleKind, build_schedule
@@ -32,7 +35,8 @@ from tokenmark.sim.driver import SimResult, simulate
 from tokenmark.sim.explain import explain, itl_column, with_verdict
 from tokenmark.sim.workloads import image_load
 
-__all__ = ["SimulatedRun", "dataset_lengths", "request_arrays", "run_data", "run_simulation"]
+__all__ = ["SimulatedRun", "dataset_lengths", "file_requests", "request_arrays", "run_data",
+           "run_simulation"]
 
 
 @dataclass
@@ -67,12 +71,41 @@ def request_arrays(dataset: Dataset, benchmark: str
     """Each sample's prompt tokens, output tokens and vision-encoder FLOPs (None for a
     text-only benchmark): a vision-language benchmark's synthetic samples carry its
     images' tokens and encoder work (:func:`~tokenmark.sim.workloads.image_load`) on top
-    of their drawn text (a dataset file's samples count what they hold)."""
+    of their drawn text; a dataset file's samples are read as the emulated server reads
+    them (:func:`file_requests`)."""
+    if not isinstance(dataset, SyntheticDataset):
+        return file_requests(dataset, benchmark)
     inp, out = dataset_lengths(dataset)
-    tokens, flops = image_load(benchmark) if isinstance(dataset, SyntheticDataset) else (0, 0.0)
+    tokens, flops = image_load(benchmark)
     if not tokens:
         return inp, out, None
     return inp + tokens, out, np.full(inp.shape[0], flops)
+
+
+def file_requests(dataset: Dataset, benchmark: str
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """A dataset file's samples as the emulated server takes them, by the same rules
+    (:class:`~tokenmark.adapters.emulated_sut.EmulatedSUT`): each chat's images add
+    their tokens and encoder FLOPs (:func:`~tokenmark.perfmodel.vision.chat_images`),
+    and the answer's length is planned by the model's
+    :class:`~tokenmark.perfmodel.outputs.OutputPlanner` (the sample's reference answer
+    length when the file has one, else its output tokens)."""
+    n = len(dataset)
+    inp = np.empty(n, dtype=np.int64)
+    out = np.empty(n, dtype=np.int64)
+    enc = np.zeros(n, dtype=np.float64)
+    planner = OutputPlanner(output_model(benchmark))
+    for i in range(n):
+        s = dataset.sample(i)
+        tokens, flops = 0, 0.0
+        if s.images and s.is_chat and s.messages is not None:
+            model = find_model(benchmark)
+            tokens, flops, _ = chat_images(vision_encoder(model), s.messages, model.name)
+        inp[i] = max(1, s.input_tokens) + tokens
+        enc[i] = flops
+        out[i] = planner.plan("", max(1, s.output_tokens),
+                              reference=s.expected_output_tokens).total
+    return inp, out, (enc if enc.any() else None)
 
 
 def run_data(r: SimResult, schedule: Schedule, cluster: Cluster) -> tuple[RunData, np.ndarray]:
