@@ -13,13 +13,17 @@ table covers) and the official summary tables given. Writes to OUT:
   shares within 10% and 25%, by benchmark, scenario, accelerator family and node
   count, and the 20 worst rows;
 - efficiency.csv: the parameters fitted on every round before the newest (v6.0 and
-  earlier), the ones shipped (copy it to tokenmark/data/ with --install).
+  earlier), the ones shipped (copy it to tokenmark/data/ with --install);
+  efficiency_before_<R>.csv: each step's fit, written as soon as it is made (so
+  bench/seed_ratios.py --efficiency can start on the v6.1 step's fit while v6.1 is
+  still being predicted).
 
 ``--tables-from DIR`` only turns DIR/forward_predictions.csv (bench/forward_before.py's
 output for the code of 279d459) into the same tables in DIR.
 
     .venv/bin/python bench/calibrate.py [--rounds v5.1,v6.0,v6.1] [--score v5.1,v6.0]
-        [--out DIR] [--offline-only] [--workers N] [--cache DIR] [--install]
+        [--out DIR] [--offline-only] [--workers N] [--cache DIR] [--latency-rows N]
+        [--cached-predictions] [--install]
     .venv/bin/python bench/calibrate.py --tables-from bench/out/forward/before
 """
 
@@ -31,7 +35,8 @@ import shutil
 import time
 from pathlib import Path
 
-from tokenmark.sim.calibration_report import read_scored, write_forward
+from tokenmark.sim.calibration import LATENCY_ROWS_PER_GROUP
+from tokenmark.sim.calibration_report import read_scored, write_efficiency, write_forward
 from tokenmark.sim.published import read_rounds
 from tokenmark.sim_api import calibrate
 
@@ -57,6 +62,11 @@ def _print(tables: dict) -> None:  # type: ignore[type-arg]
                       f"p90 {_pct(s['p90'])}  signed {s['median_signed'] * 100:+6.1f}%")
 
 
+def _mkdir(p: Path) -> Path:
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--csv", type=Path, default=None,
@@ -65,7 +75,7 @@ def main() -> None:
                          "llm_results_v4.1_v5.1.csv)")
     ap.add_argument("--tables", type=Path, nargs="*",
                     default=sorted((DATA / "summaries").glob("*.json")))
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "calibration")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "forward" / "after")
     ap.add_argument("--rounds", default="v5.1,v6.0,v6.1",
                     help="forward steps: fit on the rounds before each, predict it")
     ap.add_argument("--score", default=None,
@@ -80,6 +90,12 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=None,
                     help="keep traces, inversions and predictions in this folder and reuse "
                          "them (valid only while the simulator's code is unchanged)")
+    ap.add_argument("--latency-rows", type=int, default=LATENCY_ROWS_PER_GROUP,
+                    help="stage 2 inverts at most this many systems per (architecture, "
+                         "scenario), the newest rounds first (fewer: a cheaper fit)")
+    ap.add_argument("--cached-predictions", action="store_true",
+                    help="with --cache: score only the predictions already cached (an "
+                         "evaluation cut short; the coverage line counts what is left out)")
     ap.add_argument("--install", action="store_true",
                     help="copy the fitted efficiency.csv into tokenmark/data/")
     ap.add_argument("--tables-from", type=Path, default=None,
@@ -97,6 +113,10 @@ def main() -> None:
                     score=args.score.split(",") if args.score else None,
                     server=not args.offline_only, workers=args.workers,
                     requests=args.requests, cache_dir=args.cache,
+                    latency_rows=args.latency_rows,
+                    cached_predictions=args.cached_predictions,
+                    fitted=lambda rnd, f: write_efficiency(
+                        _mkdir(args.out) / f"efficiency_before_{rnd}.csv", f.table()),
                     progress=lambda m: print(f"[{time.perf_counter() - t:7.1f} s] {m}",
                                              flush=True))
     _print(rep.tables())

@@ -243,10 +243,11 @@ def _deployments(s: Setup) -> tuple[Deployment, ...]:
 
 
 def _run(fn: Callable[[Any], Any], jobs: list[Any], workers: int, cache_dir: Path | None,
-         name: str, say: Callable[[str], None]) -> list[Any]:
+         name: str, say: Callable[[str], None], cached_only: bool = False) -> list[Any]:
     """``fn`` over ``jobs`` (in ``workers`` processes), each result kept in
     ``cache_dir/<name>/`` under the SHA-256 of its job's pickle and read back from
-    there by a later run."""
+    there by a later run; with ``cached_only``, a job not in the cache is not run and
+    its result is None."""
     keys = [hashlib.sha256(pickle.dumps((name, j), protocol=5)).hexdigest() for j in jobs]
     store = cache_dir / name if cache_dir is not None else None
     got: dict[str, Any] = {}
@@ -261,7 +262,9 @@ def _run(fn: Callable[[Any], Any], jobs: list[Any], workers: int, cache_dir: Pat
     for i in todo:
         unique.setdefault(keys[i], i)
     say(f"  {name}: {len(jobs)} jobs, {len(jobs) - len(todo)} cached, "
-        f"{len(unique)} to run")
+        f"{len(unique)} {'left out (cached only)' if cached_only else 'to run'}")
+    if cached_only:
+        return [got.get(k) for k in keys]
     order = list(unique.values())
 
     def keep(i: int, v: Any) -> None:
@@ -465,9 +468,10 @@ class Fit:
         return out
 
 
-def _latency_sample(rows: list[Setup]) -> list[Setup]:
-    """At most ``LATENCY_ROWS_PER_GROUP`` systems per (architecture, scenario), the
-    newest rounds first, then by benchmark and system, deterministic."""
+def _latency_sample(rows: list[Setup], per_group: int = LATENCY_ROWS_PER_GROUP
+                    ) -> list[Setup]:
+    """At most ``per_group`` systems per (architecture, scenario), the newest rounds
+    first, then by benchmark and system, deterministic."""
     by: dict[tuple[str, str], list[Setup]] = defaultdict(list)
     for s in rows:
         by[(s.arch, s.row.scenario)].append(s)
@@ -478,7 +482,7 @@ def _latency_sample(rows: list[Setup]) -> list[Setup]:
         systems: list[tuple[str, str, str]] = []
         for s in group:
             if s.row.system_key not in systems:
-                if len(systems) >= LATENCY_ROWS_PER_GROUP:
+                if len(systems) >= per_group:
                     continue
                 systems.append(s.row.system_key)
             out.append(s)
@@ -487,8 +491,10 @@ def _latency_sample(rows: list[Setup]) -> list[Setup]:
 
 def fit(train: list[Setup], *, server: bool = True, requests: int = 1500,
         workers: int = 1, cache_dir: Path | None = None,
+        latency_rows: int = LATENCY_ROWS_PER_GROUP,
         say: Callable[[str], None] = lambda _m: None) -> Fit:
-    """Fit the parameters on ``train`` (module docstring)."""
+    """Fit the parameters on ``train`` (module docstring); stage 2 inverts at most
+    ``latency_rows`` systems per (architecture, scenario)."""
     offline = [s for s in train if s.row.scenario == "Offline"]
     jobs = [(p.deployment, s.inputs, s.outputs, s.samples, s.encoder)
             for s in offline for p in s.plans]
@@ -502,7 +508,8 @@ def fit(train: list[Setup], *, server: bool = True, requests: int = 1500,
     f = Fit(train, traces)
     say(f"stage 1: size exponent {f.alpha}")
     if server:
-        lat = _latency_sample([s for s in train if s.row.scenario != "Offline" and s.limits])
+        lat = _latency_sample([s for s in train if s.row.scenario != "Offline" and s.limits],
+                              latency_rows)
         ijobs = [(_deployments(s), s.inputs, s.outputs, s.limits, s.samples,
                   f.offline_params(s)[0], s.row.result, requests, s.encoder) for s in lat]
         say(f"stage 2: inverting {len(ijobs)} latency rows")
@@ -533,11 +540,17 @@ def forward_evaluation(
     requests: int = 1500,
     workers: int = 1,
     cache_dir: Path | None = None,
+    latency_rows: int = LATENCY_ROWS_PER_GROUP,
     progress: Callable[[str], None] | None = None,
+    fitted: Callable[[str, Fit], None] | None = None,
+    cached_predictions: bool = False,
 ) -> CalibrationReport:
     """Fit on the rounds before each of ``rounds_`` and predict that round's rows
     (those in ``score``, default all of ``rounds_``; a round not scored is still
-    fitted for, so the newest step's fit is the one shipped)."""
+    fitted for, so the newest step's fit is the one shipped). ``fitted`` is told each
+    step's fit as soon as it is made (before that step's predictions). With
+    ``cached_predictions`` only the predictions already in ``cache_dir`` are scored (an
+    evaluation cut short: the coverage line shows the rows left out)."""
     say = progress or (lambda _m: None)
     lengths = Lengths()
     results: list[RowResult] = []
@@ -560,15 +573,34 @@ def forward_evaluation(
         test = [(rr, s) for rr, s in setups if s.row.round == rnd]
         say(f"{rnd}: fitting on {len(train)} rows of the rounds before it")
         f = fit(train, server=server, requests=requests, workers=workers,
-                cache_dir=cache_dir, say=say)
+                cache_dir=cache_dir, latency_rows=latency_rows, say=say)
+        if fitted is not None:
+            fitted(rnd, f)
         step = ForwardStep(rnd, len(train), f)
         steps.append(step)
         if rnd not in scored:
             continue
+        # Offline rows: predict() takes the best candidate's offline_rate, which is
+        # predict_rate over the same parameter-free traces stage 1 records, so they
+        # come from the trace jobs (and their cache)
+        offline = [(rr, s) for rr, s in test if s.row.scenario == "Offline"]
+        say(f"{rnd}: predicting {len(offline)} Offline rows from their traces")
+        flat = _run(_trace_job, [(p.deployment, s.inputs, s.outputs, s.samples, s.encoder)
+                                 for _, s in offline for p in s.plans],
+                    workers, cache_dir, "traces", say)
+        i = 0
+        for rr, s in offline:
+            off_eff, rr.group = f.offline_params(s)
+            vals = [predict_rate(t, off_eff) for t in flat[i:i + len(s.plans)]]
+            i += len(s.plans)
+            k = int(np.argmax(vals))
+            rr.step, rr.predicted, rr.offline_bound = rnd, vals[k], vals[k]
+            rr.deployment, rr.binding = s.plans[k].deployment.label, "Offline"
+            step.results.append(rr)
         jobs = []
         todo = []
         for rr, s in test:
-            if s.row.scenario != "Offline" and not server:
+            if s.row.scenario == "Offline" or not server:
                 continue
             off_eff, used = f.offline_params(s)
             lat_eff = None
@@ -578,10 +610,13 @@ def forward_evaluation(
             jobs.append((s.spec, s.row.scenario, s.inputs, s.outputs, off_eff, lat_eff,
                          s.limits, s.samples, requests, _deployments(s), s.encoder))
             todo.append(rr)
-        say(f"{rnd}: predicting {len(jobs)} rows")
-        for rr, (value, label, binding, bound, unbounded) in zip(
-                todo, _run(_predict_job, jobs, workers, cache_dir, "predictions", say),
-                strict=True):
+        say(f"{rnd}: predicting {len(jobs)} Server/Interactive rows")
+        for rr, got in zip(todo, _run(_predict_job, jobs, workers, cache_dir, "predictions",
+                                      say, cached_predictions), strict=True):
+            if got is None:
+                rr.step = rr.group = ""
+                continue
+            value, label, binding, bound, unbounded = got
             rr.predicted, rr.deployment, rr.binding = value, label, binding
             rr.offline_bound, rr.unbounded = bound, unbounded
             step.results.append(rr)

@@ -254,19 +254,7 @@ class CalibrationReport:
                             r.binding, _num(r.predicted), _num(r.ape),
                             _num(r.offline_bound), _num(r.unbounded)])
         eff_path = out_dir / "efficiency.csv"
-        with open(eff_path, "w", encoding="utf-8", newline="") as f:
-            w = csv.writer(f, lineterminator="\n")
-            w.writerow(["family", "stack", "round", "scenario", "mfu", "mbu",
-                        "step_overhead_us", "seq_overhead_us", "size_exponent",
-                        "serial_fraction", "rows", "median_ape", "notes"])
-            for (fam, st, rnd, sc), (eff, ape, n) in sorted(self.params.items()):
-                w.writerow([fam, st, rnd, sc, f"{eff.mfu:.4f}", f"{eff.mbu:.4f}",
-                            f"{eff.step_overhead_ns / 1000:.1f}",
-                            f"{eff.seq_overhead_ns / 1000:.2f}", f"{eff.size_exponent:.2f}",
-                            f"{eff.serial_fraction:.2f}", n, f"{ape:.4f}",
-                            "fitted on the rounds up to v6.0 by bench/calibrate.py: mfu and "
-                            "overheads on Offline rows, mbu and serial fraction on "
-                            "Server/Interactive rows"])
+        write_efficiency(eff_path, self.params)
         tables = write_forward(out_dir, self.scored(), "Forward-in-time evaluation",
                                self.representable())
         with open(out_dir / "forward_summary.json", "w", encoding="utf-8") as fh:
@@ -281,6 +269,25 @@ class CalibrationReport:
             if not r.eligible and "not an LLM benchmark" not in r.reason:
                 out[r.reason.split(";")[0]] += 1
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def write_efficiency(path: Path, params: dict[tuple[str, str, str, str],
+                                                tuple[Efficiency, float, int]]) -> None:
+    """``params`` (a fit's :meth:`~tokenmark.sim.calibration.Fit.table`) as an
+    ``efficiency.csv``."""
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["family", "stack", "round", "scenario", "mfu", "mbu",
+                    "step_overhead_us", "seq_overhead_us", "size_exponent",
+                    "serial_fraction", "rows", "median_ape", "notes"])
+        for (fam, st, rnd, sc), (eff, ape, n) in sorted(params.items()):
+            w.writerow([fam, st, rnd, sc, f"{eff.mfu:.4f}", f"{eff.mbu:.4f}",
+                        f"{eff.step_overhead_ns / 1000:.1f}",
+                        f"{eff.seq_overhead_ns / 1000:.2f}", f"{eff.size_exponent:.2f}",
+                        f"{eff.serial_fraction:.2f}", n, f"{ape:.4f}",
+                        "fitted on the rounds up to v6.0 by bench/calibrate.py: mfu and "
+                        "overheads on Offline rows, mbu and serial fraction on "
+                        "Server/Interactive rows"])
 
 
 def _num(v: float) -> str:
