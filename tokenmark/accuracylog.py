@@ -17,6 +17,13 @@ it byte for byte as LoadGen 6.0.17 does (``logging.cc`` ``LogAccuracy``,
 
 Token ids are little-endian int32, as the reference harnesses send them and as
 ``compliance/TEST06/run_verification.py`` (``--dtype int32``, its default) reads them.
+Some published logs hold int64 ids (the script's ``--dtype int64``; v5.1 Intel):
+:func:`token_width` tells the two apart from the data alone (see there), and
+:func:`decode_ids` reads either width.
+
+A submitted log is truncated by the checker's ``truncate_accuracy_log.py`` (its first and
+last 4096 characters around ``\n\n...\n\n``); :func:`is_truncated` recognises that,
+with LF or CRLF line ends (a log checked out with ``core.autocrlf`` has CRLF).
 
 Which samples are logged (:class:`AccuracyLogSampler`, ``loadgen.cc``
 ``ResponseDelegateDetailed`` and ``IssueQueries``): in accuracy mode every one. In
@@ -39,7 +46,7 @@ This is a domain module: standard library, numpy and :mod:`tokenmark.lgrandom` o
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -61,9 +68,11 @@ __all__ = [
     "AccuracyLogSampler",
     "decode_ids",
     "encode_ids",
+    "is_truncated",
     "parse_accuracy_log",
     "render_accuracy_log",
     "render_entry",
+    "token_width",
 ]
 
 ACCURACY_LOG_FILE: Final = "mlperf_log_accuracy.json"
@@ -73,6 +82,7 @@ EMPTY_ACCURACY_LOG: Final = HEADER + FOOTER
 #: ``std::mt19937``'s ``default_seed``: what LoadGen's per-sample draws start from.
 LOADGEN_DEFAULT_ENGINE_SEED: Final = 5489
 _INT32: Final = np.dtype("<i4")
+_INT64: Final = np.dtype("<i8")
 _TWO32: Final = 4294967296.0
 _TWO64: Final = 18446744073709551616.0
 _BELOW_ONE: Final = math.nextafter(1.0, 0.0)
@@ -90,12 +100,53 @@ def encode_ids(ids: Sequence[int]) -> bytes:
     return arr.astype(_INT32).tobytes()
 
 
-def decode_ids(hex_text: str) -> list[int]:
-    """The int32 token ids of a ``data`` or ``token_data`` hex string."""
+def decode_ids(hex_text: str, width: int = 4) -> list[int]:
+    """The token ids of a ``data`` or ``token_data`` hex string, ``width`` bytes each
+    (4: int32, LoadGen's and the reference harnesses'; 8: int64), little-endian."""
+    if width not in (4, 8):
+        raise DatasetError(f"token ids are 4 or 8 bytes wide, not {width}")
     raw = bytes.fromhex(hex_text)
-    if len(raw) % 4:
-        raise DatasetError(f"{len(raw)} bytes of token data is not a whole number of int32s")
-    return np.frombuffer(raw, dtype=_INT32).astype(np.int64).tolist()  # type: ignore[no-any-return]
+    if len(raw) % width:
+        raise DatasetError(f"{len(raw)} bytes of token data is not a whole number of "
+                           f"int{8 * width}s")
+    dtype = _INT32 if width == 4 else _INT64
+    return np.frombuffer(raw, dtype=dtype).astype(np.int64).tolist()  # type: ignore[no-any-return]
+
+
+def token_width(entries: Iterable[Mapping[str, Any]]) -> int:
+    """The byte width of the token ids in a parsed accuracy log: 8 or 4.
+
+    8 (int64) when every ``data`` and ``token_data`` is a whole number of 8-byte values,
+    there is at least one, and each value's upper 4 bytes are the sign extension of its
+    lower 4 (token ids fit in 32 bits, so int64 ids have all-zero upper halves); else 4
+    (int32). An int32 log passes that test only if every second id in every entry is 0
+    (or -1 after a negative id): no tokenizer's output looks like that. The widths are
+    told apart without ``token_count``, so TEST06's sample-length check, which compares
+    the two, stays a check.
+    """
+    seen = False
+    for e in entries:
+        for key in ("data", "token_data"):
+            text = e.get(key)
+            if not isinstance(text, str) or not text:
+                continue
+            raw = bytes.fromhex(text)
+            if len(raw) % 8:
+                return 4
+            words = np.frombuffer(raw, dtype=_INT32)
+            low, high = words[0::2], words[1::2]
+            if not np.array_equal(high, np.where(low < 0, -1, 0)):
+                return 4
+            seen = True
+    return 8 if seen else 4
+
+
+_TRUNCATION_MARKS: Final = (b"\n\n...\n\n", b"\r\n\r\n...\r\n\r\n")
+
+
+def is_truncated(raw: bytes) -> bool:
+    """Whether an accuracy log is the checker's truncated copy (LF or CRLF line ends)."""
+    return any(m in raw for m in _TRUNCATION_MARKS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from tokenmark import __version__
+from tokenmark.adapters import eventloop
 from tokenmark.adapters.emulated_sut import EmulatedSUT, EmulatorIdsHandle, emulated_describe
 from tokenmark.adapters.inprocess import LatencyModel, LatencyModelSUT, NullSUT
 from tokenmark.adapters.openai_http import OpenAIHttpSUT
@@ -339,7 +340,7 @@ def run_benchmark(
     if isinstance(clock, FakeClock):
         outcome, summary, verdicts, anchor, per_endpoint = run_virtual(coro, clock)
     else:
-        outcome, summary, verdicts, anchor, per_endpoint = asyncio.run(coro)
+        outcome, summary, verdicts, anchor, per_endpoint = eventloop.run(coro)
     sections: dict[str, Any] = {}
     extra: list[Finding] = []
     for w in watchers:
@@ -486,10 +487,8 @@ def _run_facts(
     started: dt.datetime,
     anchor: tuple[int, int],
 ) -> RunFacts:
-    server = layered.preset.scenarios.get(Scenario.SERVER)
-    limits = None
-    if server is not None and server.limits.ttft_ns is not None and server.limits.tpot_ns:
-        limits = (server.limits.ttft_ns, server.limits.tpot_ns)
+    sc = layered.settings.scenario
+    limits = layered.preset.loadgen_token_limits(sc) if sc in layered.preset.scenarios else None
     errors = (
         ("n_tokens argument missing or attempted to record 0 as number of tokens",)
         * summary.zero_token_samples

@@ -32,6 +32,7 @@ __all__ = [
     "Dataset",
     "Described",
     "LengthDistribution",
+    "Loadable",
     "SyntheticDataset",
     "describe_dataset",
     "draw_ids",
@@ -61,6 +62,15 @@ class Described(Protocol):
         """JSON-ready facts: ``dataset``, ``fingerprint``, ``samples``, ``tokenizer``,
         ``tokenizer_fingerprint``, ``chat_template`` (bool) and any of the dataset's own
         (images, prefix groups, conversations, skipped rows)."""
+        ...
+
+
+@runtime_checkable
+class Loadable(Protocol):
+    def load_samples(self, indices: Sequence[int]) -> None:
+        """Build these samples now, before the timed run (LoadGen's ``LoadSamplesToRam``
+        of the loaded sample set), so that what is costly to make (generated images) is
+        not made at send time, in the measurement."""
         ...
 
 

@@ -308,6 +308,18 @@ class ResponseDetails:
     token_basis: str = ""
     demanded_output_tokens: int = -1
 
+    def apply_to(self, rec: RequestRecord) -> None:
+        """Set the fields given here on ``rec`` (those left at their defaults are not
+        changed)."""
+        if self.finish_reason:
+            rec.finish_reason = self.finish_reason
+        if self.stream_tokens >= 0:
+            rec.stream_tokens = self.stream_tokens
+        if self.token_basis:
+            rec.token_basis = self.token_basis
+        if self.demanded_output_tokens >= 0:
+            rec.demanded_output_tokens = self.demanded_output_tokens
+
 
 class RecordSink(Protocol):
     """Receives every finished record, in completion order."""

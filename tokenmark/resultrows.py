@@ -56,6 +56,7 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "ACCURACY_MODE",
     "LATENCY_UNITS",
     "LLM_FAMILIES",
     "MAX_ACCELERATORS_PER_SERVER",
@@ -63,6 +64,7 @@ __all__ = [
     "SOURCE_LOGS",
     "SOURCE_RUN",
     "SOURCE_TABLE",
+    "AccuracyScore",
     "DivisionName",
     "Label",
     "Merged",
@@ -89,6 +91,8 @@ __all__ = [
 MAX_ACCELERATORS_PER_SERVER = 16
 #: An ``NVL<n>`` name with ``n`` at least this spans nodes with one NVLink domain.
 RACK_SCALE_MIN_DOMAIN = 32
+#: ``results.json`` ``run.mode`` of an accuracy-mode run (LoadGen's ``AccuracyOnly``).
+ACCURACY_MODE = "AccuracyOnly"
 #: Units whose smaller values are better (the rest are throughputs).
 LATENCY_UNITS = frozenset({"Latency (ms)", "Latency (s)", "millijoules"})
 #: Where a row was read from (:attr:`ResultRow.source`).
@@ -144,6 +148,9 @@ class ResultRow:
     (``llama3.1-8b``), ``benchmark_folder`` the folder it was submitted under
     (``llama3_1-8b``, an open-division custom model). ``kind`` is ``published`` or
     ``run`` (the user's own tokenmark run; then ``run_hash`` names it in the store).
+    For a run the official LoadGen drove, ``value`` is LoadGen's figure (from its
+    detail log, as the checker reads it) and ``tokenmark_value`` tokenmark's own figure
+    of the same quantity from its records, kept beside it; ``None`` elsewhere.
 
     ``source`` says what the row was read from (``logs``, ``summary table``, ``run``).
     ``published_unit`` is the unit the official table prints where it differs from the
@@ -186,6 +193,7 @@ class ResultRow:
     source_path: str = ""
     content_hash: str = ""
     run_hash: str | None = None
+    tokenmark_value: float | None = None
     source: str = SOURCE_LOGS
     host_processor: str = ""
     host_processors_per_node: int | None = None
@@ -260,16 +268,32 @@ class RunFinding:
 
 
 @dataclass(frozen=True, slots=True)
+class AccuracyScore:
+    """One accuracy figure of an accuracy-mode run (``accuracy.txt``, as ``tokenmark
+    score`` wrote it), with the round's target where it has one (``passed`` ``None``:
+    no target for the metric)."""
+
+    metric: str
+    value: float
+    lower_bound: float | None = None
+    upper_bound: float | None = None
+    passed: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class RunRecord:
     """One of the user's own runs (``results.json``, schema ``tokenmark.results/1``).
 
-    ``row`` is its result row (label :attr:`Label.UNVERIFIED`, ``kind == "run"``); the
-    rest is what the run's results file says, kept whole: ``settings`` (layers,
-    requested, effective), ``summary``, ``verdicts`` and ``run`` (start time, SUT,
-    dataset), plus each finding as a row of its own for queries.
+    ``row`` is its performance result row (label :attr:`Label.UNVERIFIED`, ``kind ==
+    "run"``); an accuracy-mode run (``mode == "AccuracyOnly"``) has none: it measured no
+    performance, and its result is ``accuracy``, the scores of its ``accuracy.txt`` (empty
+    until ``tokenmark score`` wrote one). The rest is what the run's results file says,
+    kept whole: ``settings`` (layers, requested, effective), ``summary``, ``verdicts`` and
+    ``run`` (start time, SUT, dataset, round, benchmark, scenario), plus each finding as a
+    row of its own for queries.
     """
 
-    row: ResultRow
+    row: ResultRow | None
     run_hash: str
     started_utc: str
     tokenmark_version: str
@@ -282,6 +306,23 @@ class RunRecord:
     summary: Mapping[str, Any]
     verdicts: Mapping[str, Any]
     findings: tuple[RunFinding, ...] = ()
+    accuracy: tuple[AccuracyScore, ...] = ()
+    source_path: str = ""
+
+    @property
+    def is_accuracy(self) -> bool:
+        """An accuracy-mode run (no performance row)."""
+        return self.mode == ACCURACY_MODE
+
+    def info(self, name: str) -> str:
+        """``round``, ``benchmark``, ``scenario`` or ``system_id``: the row's, else the
+        run's own (an accuracy run's system is its system under test's name)."""
+        if self.row is not None:
+            return str(getattr(self.row, name))
+        if name == "system_id":
+            sut = self.run.get("sut")
+            return str(sut.get("name") or "sut") if isinstance(sut, Mapping) else "sut"
+        return str(self.run.get(name, ""))
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,11 +5,14 @@ Two verdicts, never mixed (DESIGN.md):
 - the **MLPerf verdict** applies exactly LoadGen's criteria (minimum duration, minimum
   queries, latency limits at the preset's percentile for Server/Interactive, early
   stopping) plus LoadGen's implicit one: every query answered. It exists only for the
-  MLPerf scenarios; elsewhere it is "not applicable".
+  MLPerf scenarios; elsewhere it is "not applicable". An accuracy-mode run is judged by
+  that last criterion alone (LoadGen judges no performance in accuracy mode).
 - the **tokenmark verdict** adds tokenmark's own rules (client send lag, client
   overhead, error rate, token-count disagreement, interrupted runs, and the user's
-  latency limits on non-MLPerf patterns). A run is VALID under it only if the MLPerf
-  verdict (where applicable) is VALID too; the CLI's exit code follows it.
+  latency limits on non-MLPerf patterns); in accuracy mode only those about the answers
+  (errors, completion, token counts), not the client's pacing or latency limits. A run
+  is VALID under it only if the MLPerf verdict (where applicable) is VALID too; the
+  CLI's exit code follows it.
 
 Every finding records which verdict it belongs to, what was observed, what was
 required, how to fix a failure, and its level: a ``fail`` finding that did not pass makes
@@ -35,7 +38,7 @@ from tokenmark.earlystop import (
     stream_early_stopping,
 )
 from tokenmark.metrics.summary import Summary
-from tokenmark.settings import EffectiveSettings, Scenario
+from tokenmark.settings import EffectiveSettings, Mode, Scenario
 
 __all__ = [
     "ClientStats",
@@ -169,6 +172,11 @@ def evaluate(summary: Summary, eff: EffectiveSettings, client: ClientStats) -> V
 def _mlperf_findings(
     s: Summary, eff: EffectiveSettings, es: dict[str, EarlyStoppingResult]
 ) -> list[Finding]:
+    if eff.mode is Mode.ACCURACY:
+        # LoadGen's accuracy mode issues the accuracy set once and judges no performance
+        # (no duration, query count, latency or early-stopping criterion): every sample
+        # must be answered, for the accuracy log to hold them all.
+        return [_all_answered(s)]
     out = [_min_duration(s, eff), _min_queries(s, eff)]
     if eff.scenario.loadgen is Scenario.SERVER:
         out.append(_perf_constraints(s, eff))
@@ -339,7 +347,10 @@ def _tokenmark_findings(
 ) -> list[Finding]:
     out: list[Finding] = []
     sc = eff.scenario
-    if sc.is_open_loop:
+    accuracy = eff.mode is Mode.ACCURACY
+    if accuracy:
+        pass  # accuracy mode judges the answers, not the client's timing (no pacing rule)
+    elif sc.is_open_loop:
         lim = eff.send_lag_limit_ns
         lag = s.send_lag.percentiles.get(0.99, 0) if s.send_lag.count else 0
         ok = lag <= lim
@@ -412,7 +423,7 @@ def _tokenmark_findings(
             "server usage and client tokenizer agree",
             "Check that the client tokenizer is the model's own, or count with one source.",
         ))
-    if not sc.is_mlperf and eff.limits.any:
+    if not sc.is_mlperf and eff.limits.any and not accuracy:
         out.append(_user_limits(s, eff))
     return out
 

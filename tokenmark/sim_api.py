@@ -202,10 +202,8 @@ def _write_records(path: Path, run: SimulatedRun) -> None:
 
 def _facts(layered: LayeredSettings, ds: Dataset, run: SimulatedRun,
            started: dt.datetime, wall0: int) -> RunFacts:
-    server = layered.preset.scenarios.get(Scenario.SERVER)
-    limits = None
-    if server is not None and server.limits.ttft_ns is not None and server.limits.tpot_ns:
-        limits = (server.limits.ttft_ns, server.limits.tpot_ns)
+    sc = layered.settings.scenario
+    limits = layered.preset.loadgen_token_limits(sc) if sc in layered.preset.scenarios else None
     s = run.summary
     errors = (
         ("n_tokens argument missing or attempted to record 0 as number of tokens",)

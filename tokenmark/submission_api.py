@@ -23,6 +23,7 @@ import numpy as np
 
 from tokenmark import __version__
 from tokenmark.adapters.official_loadgen import (
+    AUDIT_CONFIG_FILE,
     LoadGenMode,
     LoadGenRequest,
     OfficialOutcome,
@@ -31,10 +32,11 @@ from tokenmark.adapters.official_loadgen import (
 )
 from tokenmark.api import EXIT_INVALID, EXIT_VALID, RunResult, SutSpec, make_sut
 from tokenmark.clock import Clock, MonotonicClock, wall_anchor
+from tokenmark.compliance.audit import Audit, apply_audit, audit_config_text, audit_for
 from tokenmark.config.layering import LayeredSettings
 from tokenmark.dataset import Dataset, describe_dataset
 from tokenmark.errors import ConfigError
-from tokenmark.importer.checker import result_key
+from tokenmark.importer.checker import inferred_figure, result_key
 from tokenmark.loadgen.runner import RunOutcome
 from tokenmark.metrics.summary import Accumulator, Summary, summarize
 from tokenmark.mllog import parse_detail, parse_summary
@@ -142,7 +144,8 @@ def _compare(detail: Any, summary: Summary, round_name: str, benchmark: str,
     """LoadGen's figures beside tokenmark's from the records (relative difference)."""
     ran = str(detail.get("effective_scenario", scenario.loadgen.value))
     pairs: dict[str, tuple[Any, float | None]] = {
-        "query_count": (detail.get("result_query_count"), float(summary.sample_count)),
+        # queries with queries: one Offline query holds every sample
+        "query_count": (detail.get("result_query_count"), float(summary.queries_issued)),
     }
     key = result_key(round_name, benchmark, ran)
     if key in ("result_tokens_per_second", "result_completed_tokens_per_second"):
@@ -182,11 +185,19 @@ def run_official_loadgen(
     output_dir: Path,
     *,
     find_peak: bool = False,
+    audit: str | None = None,
 ) -> RunResult:
     """Run one benchmark with the official LoadGen driving ``sut``; write the results folder.
 
+    ``audit`` (``TEST06``, ``TEST07``, ``TEST09``) runs the compliance test as a submitter
+    does: ``user.conf`` says what the performance run's says, and LoadGen applies the
+    test's ``audit.config`` over it (written in ``output_dir`` for the run, then removed;
+    :mod:`tokenmark.adapters.official_loadgen`); tokenmark's own figures are judged with
+    the audited settings LoadGen ran.
+
     Raises :class:`~tokenmark.errors.ConfigError` for what LoadGen cannot run (a tokenmark
-    pattern, FindPeakPerformance outside Server, the LoadGen package missing).
+    pattern, FindPeakPerformance outside Server, an audit of an accuracy or FindPeak run,
+    the LoadGen package missing).
     """
     s = layered.settings
     if not s.scenario.is_mlperf:
@@ -195,7 +206,15 @@ def run_official_loadgen(
     if find_peak and s.scenario.loadgen is not Scenario.SERVER:
         raise ConfigError("LoadGen's FindPeakPerformance searches Server (and Interactive) "
                           f"runs only, not {s.scenario.value}")
+    spec: Audit | None = None
+    if audit is not None:
+        spec = audit_for(audit)
+        if find_peak or s.mode is Mode.ACCURACY:
+            raise ConfigError(f"{spec.test} is a performance-mode run; drop --find-peak and "
+                              "--mode accuracy")
     eff = effective(s, len(dataset))
+    # what LoadGen runs: the audit.config keys over user.conf (tokenmark's figures use it)
+    ran = eff if spec is None else effective(apply_audit(s, spec), len(dataset))
     preset = layered.preset.scenario(eff.scenario)
     model_key = preset.loadgen_model
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -205,8 +224,10 @@ def run_official_loadgen(
         mode = LoadGenMode.FIND_PEAK
     else:
         mode = LoadGenMode.ACCURACY if eff.mode is Mode.ACCURACY else LoadGenMode.PERFORMANCE
+    audit_text = "" if spec is None else audit_config_text(spec, f"tokenmark {__version__}")
     request = LoadGenRequest(loadgen_model=model_key, scenario=eff.scenario.loadgen, mode=mode,
-                             user_conf=conf, overrides=_overrides(eff), seeds=eff.seeds)
+                             user_conf=conf, overrides=_overrides(eff), seeds=eff.seeds,
+                             audit_config=audit_text)
     clock = MonotonicClock()
     factory = sut if callable(sut) else (lambda c: make_sut(sut, c))
     system = factory(clock)
@@ -224,8 +245,8 @@ def run_official_loadgen(
     if trace.is_file() and trace.stat().st_size == 0:
         trace.unlink()
     data = acc.finish(outcome.issued, interrupted=False, reason="")
-    summary = summarize(data, eff)
-    ours = evaluate(summary, eff, ClientStats())
+    summary = summarize(data, ran)
+    ours = evaluate(summary, ran, ClientStats())
     data.itl.close()
     detail = parse_detail((output_dir / "mlperf_log_detail.txt").read_text(encoding="utf-8"),
                           str(output_dir / "mlperf_log_detail.txt"), strict=False)
@@ -236,6 +257,8 @@ def run_official_loadgen(
             str(output_dir / "mlperf_log_summary.txt"), strict=False)
     if mode in (LoadGenMode.PERFORMANCE, LoadGenMode.FIND_PEAK):
         mlperf = _loadgen_verdict(detail, summary_log)
+    elif mode is LoadGenMode.ACCURACY:
+        mlperf = ours.mlperf  # accuracy mode's one criterion, as a native run: all answered
     else:
         mlperf = Verdict(VerdictKind.MLPERF, Validity.NOT_APPLICABLE, ())
     tm_findings = tuple(f for f in ours.tokenmark.findings if "MLPerf" not in f.rule)
@@ -243,15 +266,22 @@ def run_official_loadgen(
     tokenmark = Verdict(VerdictKind.TOKENMARK, Validity.VALID if tm_valid else Validity.INVALID,
                         tm_findings)
     verdicts = Verdicts(mlperf, tokenmark, ours.early_stopping)
-    doc = _document(layered, eff, dataset, system, summary, verdicts, outcome, started,
+    doc = _document(layered, ran, dataset, system, summary, verdicts, outcome, started,
                     anchor, request, detail, summary_log, mode)
+    if spec is not None:
+        doc["run"]["audit"] = spec.test
+        doc["loadgen"]["audit"] = {
+            "test": spec.test, "config_file": AUDIT_CONFIG_FILE, "config_text": audit_text,
+            "found_by_loadgen": any("Found Audit Config file" in str(w.value)
+                                    for w in detail.warnings),
+        }
     write_json_atomic(output_dir / RESULTS_FILE, doc)
     run_outcome = RunOutcome(
         t0_ns=outcome.t0_ns, end_ns=outcome.end_ns, scheduled=outcome.issued,
         issued=outcome.issued, interrupted=False, interrupt_reason="",
         ran_out_of_queries=False, issue_span_ns=0, closed_gaps_ns=np.zeros(0, np.int64))
     code = EXIT_VALID if verdicts.valid else EXIT_INVALID
-    return RunResult(eff, summary, verdicts, run_outcome, output_dir, code, doc)
+    return RunResult(ran, summary, verdicts, run_outcome, output_dir, code, doc)
 
 
 def _document(
@@ -277,6 +307,12 @@ def _document(
         "errors": [str(e.value) for e in detail.errors][:20],
     }
     if mode is LoadGenMode.PERFORMANCE:
+        fig = inferred_figure({k: detail.get(k) for k in detail.keys()}, r.round, r.benchmark,
+                              eff.scenario.value,
+                              str(detail.get("effective_scenario", eff.scenario.loadgen.value)))
+        if not isinstance(fig, str):
+            # the result as the submission checker reads it from LoadGen's detail log
+            lg["result"] = {"value": fig.value, "unit": fig.unit, "metric": fig.metric}
         lg["comparison"] = _compare(detail, summary, r.round, r.benchmark, eff.scenario)
         lg["timing_note"] = ("LoadGen times from its scheduled time, tokenmark's records from "
                              "the moment LoadGen's IssueQuery reached tokenmark: LoadGen's "

@@ -35,17 +35,25 @@ MIRROR = Path(os.environ.get("TOKENMARK_MLPERF_MIRROR",
                              "/work/.mirror/mlcommons+inference/repo"))
 
 
-def official(path: str, tmp: Path) -> Path:
-    """A file of the official repository, from the mirror (skip when absent)."""
+def official_file(path: str, tmp: Path) -> Path | None:
+    """A file of the official repository, from the mirror (None when absent)."""
     if not (MIRROR / "HEAD").exists():
-        pytest.skip("no mlcommons/inference mirror here (optional cross-check)")
+        return None
     out = tmp / Path(path).name
     blob = subprocess.run(["git", f"--git-dir={MIRROR}", "show", f"HEAD:{path}"],
                           capture_output=True, check=False)
     if blob.returncode:
-        pytest.skip(f"{path} is not in the mirror")
+        return None
     out.write_bytes(blob.stdout)
     return out
+
+
+def official(path: str, tmp: Path) -> Path:
+    """A file of the official repository, from the mirror (skip when absent)."""
+    got = official_file(path, tmp)
+    if got is None:
+        pytest.skip(f"no mlcommons/inference mirror with {path} here (optional cross-check)")
+    return got
 
 
 def audit06_settings(scenario: Scenario = Scenario.SERVER):

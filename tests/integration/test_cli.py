@@ -110,3 +110,18 @@ def test_run_with_a_trace_and_a_dataset_file(tmp_path):
     assert json.loads(res.stdout)["run"]["dataset"]["size"] == 12
     bad = tm("run", "-s", "poisson", "--dataset", str(tmp_path / "missing.jsonl"))
     assert bad.returncode == 2 and "missing.jsonl" in bad.stderr
+
+
+def test_pool_size_caps_the_connections_to_the_emulated_server(tmp_path):
+    """An Offline query issues every sample at once: without a cap the client opens a
+    connection per sample (a 26,736-sample official-LoadGen run passed the machine's
+    20,000 open files); --pool-size caps them against the built-in emulated server too."""
+    out = tmp_path / "run"
+    res = tm("run", "-b", "llama3.1-8b", "-s", "Offline", "--profile", "demo",
+             "--dataset-size", "32", "--qps", "100", "--min-duration", "0.2",
+             "--pool-size", "3", "--no-db", "-q", "-o", str(out))
+    assert res.returncode in (0, 1), res.stderr
+    doc = json.loads((out / "results.json").read_text())
+    line = doc["run"]["sut"]["endpoint0"]
+    assert f"{doc['summary']['counts']['completed']} ok" in line
+    assert "; 3 connections (" in line  # 256 requests in flight at once, over 3 connections

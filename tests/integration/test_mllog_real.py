@@ -34,6 +34,8 @@ import pytest
 
 from tests.paths import SAMPLES
 from tokenmark import mllog
+from tokenmark.config.presets import resolve
+from tokenmark.errors import ConfigError
 from tokenmark.metrics.stats import LOADGEN_PERCENTILES, Column
 from tokenmark.metrics.summary import RunData, summarize
 from tokenmark.output.mlperf import EMPTY_ACCURACY_LOG
@@ -280,10 +282,23 @@ lg.DestroySUT(sut)
 """
 
 TOTAL, PERF_COUNT = 200, 50
-SERVER_TOKEN_LIMITS = {
-    "llama3_1-8b": (2_000_000_000, 100_000_000),
-    "llama3_1-8b-interactive": (500_000_000, 30_000_000),
-}
+#: The round whose preset a replayed run takes its limits from, as a tokenmark run does.
+ROUND = "v6.0"
+
+
+def preset_limits(case: Case) -> tuple[LatencyLimits | None, tuple[int, int] | None]:
+    """The latency limits a tokenmark run of ``case`` takes from the round's preset: the
+    scenario's own limits (None where the preset has no such scenario) and the token
+    limits LoadGen logs for its model key (BenchmarkPreset.loadgen_token_limits);
+    (None, None) for a model with no LLM preset (resnet50)."""
+    try:
+        bench, _ = resolve(ROUND, case.model)
+    except ConfigError:
+        return None, None
+    if case.scenario in bench.scenarios:
+        return bench.scenario(case.scenario).limits, bench.loadgen_token_limits(case.scenario)
+    # a scenario the benchmark lacks (llama3_1-8b SingleStream): the model key's Server lines
+    return None, bench.loadgen_token_limits(Scenario.SERVER)
 
 
 @dataclass(frozen=True)
@@ -317,6 +332,8 @@ CASES = {
                            ("min_duration = 100", "target_qps = 2000")),
     "singlestream-tokens": Case("llama3_1-8b", Scenario.SINGLE_STREAM,
                                 ("min_duration = 100", "target_latency = 1")),
+    "singlestream-edge": Case("llama3_1-8b-edge", Scenario.SINGLE_STREAM,
+                              ("min_duration = 100", "target_latency = 1")),
     "offline-vision": Case("resnet50", Scenario.OFFLINE,
                            ("min_duration = 100", "target_qps = 2000")),
     "singlestream-vision": Case("resnet50", Scenario.SINGLE_STREAM,
@@ -466,6 +483,9 @@ def replay(run: LoadGenRun) -> tuple[str, mllog.DetailLog]:
         ),
         target_latency_percentile=d["effective_target_latency_percentile"],
     )
+    own, token_limits = preset_limits(case)
+    if own is not None and (own.ttft_ns is not None or own.e2e_ns is not None):
+        requested = requested.with_(limits=own)  # the preset's, as a run takes them
     eff = effective(requested, d["qsl_reported_total_count"])
     schedule = build_schedule(eff, d["qsl_reported_total_count"])
 
@@ -511,9 +531,9 @@ def replay(run: LoadGenRun) -> tuple[str, mllog.DetailLog]:
         ran_out_of_generated_queries=ran_out,
         errors=tuple(v for v in errors if not str(v).startswith("Ending early: Ran out")),
         warnings=tuple(e.value for e in d.warnings),
-        # mlperf.conf's llama3_1-8b(-interactive) Server limits, which LoadGen applies
-        # in every scenario (tokenmark's Server preset gives the same)
-        server_token_limits_ns=SERVER_TOKEN_LIMITS.get(case.model),
+        # the model key's Server limits, which LoadGen logs in every scenario: from the
+        # preset, as tokenmark.api does for a run
+        server_token_limits_ns=token_limits,
     )
     text = mllog.render_summary(eff, summary, verdicts, facts)
     detail = mllog.parse_detail(mllog.render_detail(eff, summary, verdicts, schedule, facts))
@@ -571,3 +591,60 @@ def test_replay_reproduces_loadgens_detail(
         run.detail.values("warning_generic_message"))
     assert ours.tokenmark_note == mllog.note_text()
     assert "loadgen_version" not in ours
+
+
+# -- 4. a native run's logs, key for key against LoadGen's ------------------------------------
+
+#: Native runs of the LLM presets and the LoadGen runs of the same scenario and model key.
+NATIVE = {
+    "server-tokens": ("llama3.1-8b", Scenario.SERVER),
+    "interactive-tokens": ("llama3.1-8b", Scenario.INTERACTIVE),
+    "offline-tokens": ("llama3.1-8b", Scenario.OFFLINE),
+    "singlestream-edge": ("llama3.1-8b-edge", Scenario.SINGLE_STREAM),
+}
+#: Keys a run logs or not by its outcome: its errors, an INVALID verdict's reason, and
+#: LoadGen's messages ("Ending naturally ..." or an "Ending early ..." error instead).
+OUTCOME_KEYS = {"error_runtime", "result_invalid_reason", "generic_message"}
+
+
+@pytest.mark.parametrize("name", NATIVE)
+def test_a_native_run_logs_loadgens_keys_and_limits(
+    name: str, loadgen_runs: dict[str, LoadGenRun], tmp_path: Path
+) -> None:
+    """tokenmark's own run (settings from the preset, as `tokenmark run` builds them; a
+    latency-model SUT in virtual time) logs the keys LoadGen logs for that scenario and
+    model key, in LoadGen's order, and LoadGen's limits: the Interactive ones (500 ms /
+    30 ms for llama3.1-8b) in an Interactive run, the Server ones elsewhere, LoadGen's
+    100 ms defaults for a model key without Server lines (llama3_1-8b-edge)."""
+    from tokenmark.adapters.inprocess import LatencyModel
+    from tokenmark.api import SutSpec, default_dataset, run_benchmark
+    from tokenmark.config.layering import build_settings
+
+    bench, scenario = NATIVE[name]
+    theirs = loadgen_runs[name]
+    layered = build_settings(ROUND, bench, scenario, profile="demo", overrides={
+        "min_duration_ms": 300, "min_query_count": 10, "target_qps": 50.0,
+        "offline_expected_qps": 50.0, "performance_sample_count": PERF_COUNT,
+        "total_sample_count": TOTAL})
+    out = tmp_path / "run"
+    run_benchmark(layered, default_dataset(layered, size=TOTAL),
+                  SutSpec(model=LatencyModel(ttft_ns=5_000_000, tpot_ns=1_000_000)), out,
+                  virtual_time=True)
+    ours = mllog.parse_detail((out / "mlperf_log_detail.txt").read_text())
+    drop = LOADGEN_ONLY | WALL_CLOCK | OUTCOME_KEYS | {mllog.NOTE_KEY, "warning_generic_message"}
+
+    def keys(d: mllog.DetailLog) -> list[str]:
+        return [e.key for e in d.entries if e.key not in drop and not e.key.startswith("logger_")]
+
+    assert keys(ours) == keys(theirs.detail)
+    for key in ("requested_server_ttft_latency", "requested_server_tpot_latency",
+                "requested_server_target_latency_percentile",
+                "effective_target_latency_percentile", "requested_use_token_latencies"):
+        assert ours.get(key) == theirs.detail.get(key), key
+    text = (out / "mlperf_log_summary.txt").read_text()
+    for label in ("ttft_latency (ns)", "tpot_latency (ns)"):
+        mine = [ln for ln in text.splitlines() if ln.startswith(label)]
+        assert mine == [ln for ln in theirs.summary_text.splitlines() if ln.startswith(label)]
+    if scenario is Scenario.INTERACTIVE:  # the limits the issue was about, stated
+        assert ours["requested_server_ttft_latency"] == 500_000_000
+        assert ours["requested_server_tpot_latency"] == 30_000_000

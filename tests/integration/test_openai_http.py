@@ -293,7 +293,12 @@ def test_an_open_loop_does_not_wait_for_handshakes_with_spare_connections(tmp_pa
         spare = Run(tmp_path / "spare", open_loop(), OpenAIConfig(urls=(srv.url,)))
     b, s = bare.sut.stats[0], spare.sut.stats[0]
     assert b.max_in_flight >= 10 and b.connect_waits == b.connections >= 10
-    assert s.max_in_flight >= 10 and s.connect_waits <= 2, s.line()
+    assert b.spare_waits == 0
+    # With spares a send waits for a handshake only when more sends came within one
+    # handshake than there are spares (all 4 were still opening): a busy machine bunches
+    # late sends. Any other wait would mean the spares were not kept topped up. How many
+    # bunch depends on the load, so that count is asserted by its cause, not by a number.
+    assert s.max_in_flight >= 10 and s.connect_waits == s.spare_waits, s.line()
     assert s.connections <= s.max_in_flight + 4 + s.connect_waits
     assert "opened while a request waited" in s.line()
     assert spare.result.summary.completed == bare.result.summary.completed == 120
@@ -369,4 +374,7 @@ def test_reasoning_chunks_are_told_apart_from_the_answer(tmp_path, workers):
     for r in run.records:
         before = [n for t, n in zip(r.chunk_ns, r.chunk_tokens, strict=True)
                   if t < r.first_answer_ns]
-        assert sum(before) <= 4 and r.first_answer_ns > r.first_token_ns
+        assert sum(before) <= 4 and r.first_answer_ns >= r.first_token_ns
+        # strictly later, unless one read carried all 4 reasoning tokens and the first
+        # answer token (a loaded machine): then that read's chunk holds more than 4
+        assert r.first_answer_ns > r.first_token_ns or r.chunk_tokens[0] > 4, r

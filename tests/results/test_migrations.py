@@ -5,6 +5,8 @@ rows in it, on SQLite and PostgreSQL (``db`` runs each test on both).
 ``host_processors_per_node``, ``published_unit``, ``quirks`` and ``table_value``.
 Published rows that existed were read from result trees (``logs``); the user's runs
 become ``run``.
+
+0003 -> 0004 (issue 24): ``tests/results/test_run_rows.py``.
 """
 
 from __future__ import annotations
@@ -71,12 +73,12 @@ def test_0003_from_0002_with_rows(db):
                          run_ref=run_id, content_hash="b" * 64)
     finally:
         eng.dispose()
-    with pytest.raises(StoreError, match="schema 0002; this tokenmark needs 0003: run "
+    with pytest.raises(StoreError, match="schema 0002; this tokenmark needs 0004: run "
                        "'tokenmark db upgrade"):
         Store.open(db)
     eng = store_engine.create(store_engine.resolve_url(db))
     try:
-        assert store_engine.upgrade(eng) == store_engine.HEAD_REVISION == "0003"
+        assert store_engine.upgrade(eng) == store_engine.HEAD_REVISION == "0004"
         with eng.connect() as conn:
             got = conn.execute(sa.text(
                 "SELECT kind, source, host_processor, host_processors_per_node, "

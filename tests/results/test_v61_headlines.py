@@ -4,7 +4,7 @@ Every expected figure is arithmetic on values copied from
 ``tests/data/shared/mlperf/summaries/v6.1_summary.json`` (the entry is named next to it),
 not the code's output. The commands run on a fresh install: no database, the packaged
 table of published results. ``test_the_readme_shows_real_output`` runs every command of
-the README section "Reading MLPerf Inference v6.1 with tokenmark" and compares its output;
+docs/v6.1.md ("Reading MLPerf Inference v6.1 with tokenmark") and compares its output;
 after a deliberate change, rewrite the section's outputs with::
 
     python -m tests.results.test_v61_headlines --write
@@ -27,7 +27,7 @@ from tokenmark.cli import app
 from tokenmark.errors import AnalysisError
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
+README = ROOT / "docs" / "v6.1.md"
 SECTION = "## Reading MLPerf Inference v6.1 with tokenmark"
 WIDTH = "200"
 _BLOCK = re.compile(r"```console\n\$ (tokenmark [^\n]*)\n(.*?)```", re.S)

@@ -18,9 +18,12 @@ def test_reproduce_reads_latency_against_tolerance(cli, tmp_path):
     doc = json.loads((tmp_path / "orig" / "results.json").read_text())
     assert doc["environment"]["server"][0]["models"]["body"]["data"][0]["id"] == "exact"
     assert doc["client_monitor"]["windows"] > 10
+    # The same delays reproduce. The tolerance is 20%, not the default 4%: at a load of 10+
+    # on 2 cores the scheduler adds milliseconds of its own to a 100 ms TTFT, and the
+    # doubled-delay deployment below (ratio ~2) is still read as outside.
     with ServerProcess(["--ttft-ms", "100", "--itl-ms", "10"]) as same:
         code, out = cli("reproduce", tmp_path / "orig", "--target", same.url, "--json",
-                        "-o", tmp_path / "same")
+                        "--tolerance", "20%", "-o", tmp_path / "same")
     reading = json.loads(out[out.index("{"):])
     assert reading["readings"]["TTFT p50"] == "within", reading
     assert reading["readings"]["TPOT p50"] == "within", reading

@@ -82,3 +82,49 @@ def test_folder_images_and_truncated_files(tmp_path):
         FolderImages(tmp_path / "empty")
     with pytest.raises(DatasetError, match="not valid base64"):
         load_image("data:image/png;base64,@@@", tmp_path, "w")
+
+
+class _Counting:
+    """An image source that counts the images it has made."""
+
+    def __init__(self, inner: GeneratedImages) -> None:
+        self.inner = inner
+        self.made = 0
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def image(self, k: int):
+        self.made += 1
+        return self.inner.image(k)
+
+
+def test_images_are_made_before_the_clock_starts_not_at_send_time(demo_server):
+    """LoadGen loads the sample set before the timed run: a 512 x 512 PNG costs ~25 ms of
+    CPU, which made at send time delayed the sends behind it (Qwen3-VL's send lag)."""
+    from tokenmark.adapters.inprocess import LatencyModel, LatencyModelSUT
+    from tokenmark.clock import FakeClock, run_virtual
+    from tokenmark.loadgen.runner import Runner
+    from tokenmark.scenarios import build_schedule
+    from tokenmark.settings import effective
+
+    base = SyntheticDataset(256, LengthDistribution.parse("6"), LengthDistribution.parse("3"))
+    src = _Counting(GeneratedImages(ImageSize(8, 8), seed=2))
+    ds = ImageDataset(base, src, images_per_sample=2)
+    sched = build_schedule(effective(demo_server.settings, len(ds)), len(ds))
+    clock = FakeClock()
+    sut = LatencyModelSUT(clock, LatencyModel())
+    made_at_sends: list[int] = []
+    issue = sut.issue
+
+    def counting_issue(query, handle):
+        made_at_sends.append(src.made)
+        issue(query, handle)
+
+    sut.issue = counting_issue  # type: ignore[method-assign]
+    run_virtual(Runner(sched, ds, sut, clock).run(), clock)
+    used = len(set(sched.sample_index.tolist()) | set(sched.loaded_set))
+    assert len(made_at_sends) == len(sched) > used  # samples are sent more than once
+    assert set(made_at_sends) == {2 * used}  # every image made before the first send
+    assert src.made == 2 * used  # and none made again

@@ -162,3 +162,22 @@ def test_single_token_outputs_follow_loadgen_quirk():
     # LoadGen records n_tokens <= 1 as 0, so TPOT = (e2e - ttft) / -1 = 0 here and no
     # tokens are counted
     assert s.token_count == 0 and s.tpot.max == 0
+
+
+def test_accuracy_mode_judges_answers_not_the_clients_pacing():
+    """LoadGen's accuracy mode measures nothing: a late client (send lag 50 ms against a
+    2 ms limit) or a slow server (TTFT above the user's limit) does not make its answers
+    wrong; failed requests still do."""
+    from tokenmark.settings import Mode
+
+    late = server_records(600, lag=50 * MS, ttft=300 * MS)
+    limits = LatencyLimits(ttft_ns=100 * MS)
+    _, perf = judge(late, settings(scenario=Scenario.POISSON, limits=limits))
+    assert {"send_lag", "latency_limits"} <= {f.rule for f in perf.tokenmark.failed}
+    _, acc = judge(late, settings(scenario=Scenario.POISSON, limits=limits, mode=Mode.ACCURACY))
+    assert acc.tokenmark.validity is Validity.VALID
+    assert [f.rule for f in acc.tokenmark.findings] == ["error_rate", "run_completed"]
+    _, acc = judge(server_records(600, lag=50 * MS, errors=1),
+                   settings(mode=Mode.ACCURACY))
+    assert acc.tokenmark.validity is Validity.INVALID
+    assert [f.rule for f in acc.mlperf.findings] == ["all_queries_answered"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,7 +28,20 @@ def test_distribution_matches_sorted_index(values):
     assert d.min == s[0] and d.max == s[-1]
     assert d.count == len(s)
     total = sum(s)
-    assert d.mean_trunc == (abs(total) // len(s)) * (1 if total >= 0 else -1)
+    # LoadGen: int64_t sum / size_t count, C++'s usual conversions (the sum to unsigned)
+    assert d.mean_trunc == ctypes.c_int64(ctypes.c_uint64(total).value // len(s)).value
+    if total >= 0:
+        assert d.mean_trunc == total // len(s)
+
+
+def test_a_negative_sum_is_divided_as_loadgen_divides_it():
+    """A TPOT column with 1-token samples (LoadGen records their count as 0, so their TPOT
+    is negative) can sum below 0: LoadGen then logs 2**64 + sum, divided by the count (a
+    SingleStream run on a loaded machine logged result_time_to_output_token_mean
+    63390873105474806 for 291 samples summing to -16,382,816 ns)."""
+    d = Distribution.of([-16_382_816] + [0] * 290)
+    assert d.mean_trunc == 63390873105474806 == (2**64 - 16_382_816) // 291
+    assert Distribution.of([-5]).mean_trunc == -5  # n = 1: the int64 value comes back
 
 
 def test_spilled_column_is_exact():

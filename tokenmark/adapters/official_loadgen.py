@@ -25,6 +25,15 @@ How the two meet:
 
 ``FindPeakPerformance`` (``LoadGenMode.FIND_PEAK`` here) is LoadGen's own Server search; its
 trials all go through the same SUT and records.
+
+Compliance audits (TEST06, TEST07, TEST09) run as LoadGen runs them: LoadGen applies the
+``audit.config`` file named in ``StartTest`` over every other setting. With
+``LoadGenRequest.audit_config`` set, :func:`run_official` writes that text to
+``audit.config`` in the run's own log folder, names that file to LoadGen, and afterwards
+puts the folder back as it was (an ``audit.config`` already there is restored, else the
+file is removed; the text is in the caller's results). Without it LoadGen is given a name
+that does not exist, so no ``audit.config`` anywhere (the user's working directory
+included) can silently change a run.
 """
 
 from __future__ import annotations
@@ -42,11 +51,20 @@ from typing import Any
 from tokenmark.clock import Clock
 from tokenmark.dataset import Dataset
 from tokenmark.errors import ConfigError
-from tokenmark.records import ErrorClass, Query, RecordSink, RequestRecord, TokenSource
+from tokenmark.loadgen.runner import spread
+from tokenmark.records import (
+    ErrorClass,
+    Query,
+    RecordSink,
+    RequestRecord,
+    ResponseDetails,
+    TokenSource,
+)
 from tokenmark.settings import Scenario, Seeds
 from tokenmark.sut import SystemUnderTest
 
 __all__ = [
+    "AUDIT_CONFIG_FILE",
     "INSTALL_HINT",
     "LoadGenMode",
     "LoadGenRequest",
@@ -57,6 +75,10 @@ __all__ = [
 ]
 
 INSTALL_HINT = "pip install 'tokenmark[loadgen]' (mlcommons-loadgen)"
+#: The file LoadGen applies over every setting in a compliance audit (its default name).
+AUDIT_CONFIG_FILE = "audit.config"
+#: What LoadGen is pointed at when there is no audit: a name that never exists.
+_NO_AUDIT = "tokenmark-no-audit.config"
 
 RecordConsumer = Callable[[RequestRecord], None]
 
@@ -114,6 +136,8 @@ class LoadGenRequest:
     overrides: dict[str, int | float | bool] = field(default_factory=dict)
     seeds: Seeds | None = None
     sut_name: str = ""
+    #: ``audit.config`` text LoadGen applies over everything else ("": no audit).
+    audit_config: str = ""
 
 
 @dataclass(frozen=True)
@@ -268,7 +292,7 @@ class _Bridge:
 class _Handle:
     """The response handle of one sample: tokenmark's record and LoadGen's calls."""
 
-    __slots__ = ("_bridge", "first_ids", "lg_id", "rec", "sent_first")
+    __slots__ = ("_bridge", "_reasoned_at", "first_ids", "lg_id", "rec", "sent_first")
 
     def __init__(self, bridge: _Bridge, rec: RequestRecord, lg_id: int) -> None:
         self._bridge = bridge
@@ -276,6 +300,7 @@ class _Handle:
         self.lg_id = lg_id
         self.first_ids: tuple[int, ...] | None = None
         self.sent_first = False
+        self._reasoned_at = -1  # time of the last reasoning chunk
 
     def _t(self, t_ns: int | None) -> int:
         b = self._bridge
@@ -303,8 +328,12 @@ class _Handle:
         t = self._t(t_ns)
         if rec.first_token_ns < 0:
             rec.first_token_ns = t
-            rec.first_answer_ns = t
             self._first()
+        if rec.first_answer_ns < 0:  # the first answer token may follow reasoning
+            rec.first_answer_ns = t
+        if t == self._reasoned_at:  # the same read carried reasoning, then answer tokens
+            rec.chunk_tokens[-1] += n
+            return
         rec.chunk_ns.append(t)
         rec.chunk_tokens.append(n)
 
@@ -319,10 +348,16 @@ class _Handle:
         rec.chunk_ns.append(t)
         rec.chunk_tokens.append(n)
         rec.reasoning_tokens = max(rec.reasoning_tokens, 0) + n
+        self._reasoned_at = t
 
     def reasoning_usage(self, tokens: int) -> None:
         if self._open():
             self.rec.reasoning_tokens = tokens
+
+    def details(self, d: ResponseDetails) -> None:
+        """As the native runner's handle: what the SUT learned about the answer."""
+        if self._open():
+            d.apply_to(self.rec)
 
     def complete(
         self,
@@ -352,8 +387,11 @@ class _Handle:
         else:
             rec.output_tokens = output_tokens
             rec.token_source = source
+            if rec.token_basis == "usage":
+                spread(rec.chunk_tokens, output_tokens)
         if input_tokens is not None:
-            rec.input_tokens = input_tokens
+            # the server's count; the planned length stays in input_tokens (issue 19)
+            rec.server_input_tokens = input_tokens
         rec.alt_output_tokens = alt_output_tokens
         rec.cached_input_tokens = cached_input_tokens
         rec.endpoint = endpoint or rec.endpoint
@@ -408,13 +446,22 @@ async def run_official(
                           lambda _ids: None, lambda _ids: None)
     lsut = lg.ConstructSUT(bridge.issue_query, bridge.flush_queries)
     flusher = asyncio.ensure_future(_flush_sinks(sinks))
+    audit = log_dir / AUDIT_CONFIG_FILE if request.audit_config else log_dir / _NO_AUDIT
+    kept = audit.read_bytes() if request.audit_config and audit.is_file() else None
     await sut.start()
     try:
+        if request.audit_config:
+            audit.write_text(request.audit_config, encoding="utf-8")
         bridge.t0 = clock.now_ns()
-        await asyncio.to_thread(_start, lg, lsut, qsl, ts, log_settings, log_dir)
+        await asyncio.to_thread(_start, lg, lsut, qsl, ts, log_settings, audit)
         for f in bridge.flushes:
             await f
     finally:
+        if request.audit_config:
+            if kept is None:
+                audit.unlink(missing_ok=True)
+            else:
+                audit.write_bytes(kept)
         flusher.cancel()
         for s in sinks:
             s.flush()
@@ -425,11 +472,10 @@ async def run_official(
                            bridge.failed, applied, changed)
 
 
-def _start(lg: Any, lsut: Any, qsl: Any, ts: Any, log_settings: Any, log_dir: Path) -> None:
-    # LoadGen reads audit.config from the working directory; an absent name keeps a stray
-    # file there from silently changing the test.
-    lg.StartTestWithLogSettings(lsut, qsl, ts, log_settings,
-                                str(log_dir / "tokenmark-no-audit.config"))
+def _start(lg: Any, lsut: Any, qsl: Any, ts: Any, log_settings: Any, audit: Path) -> None:
+    # LoadGen reads the audit config file named here (its default: audit.config in the
+    # working directory); see the module docstring.
+    lg.StartTestWithLogSettings(lsut, qsl, ts, log_settings, str(audit))
 
 
 async def _flush_sinks(sinks: Sequence[RecordSink]) -> None:

@@ -101,13 +101,23 @@ class EndpointStats:
     #: Requests that waited for a new connection before they could be sent (their send
     #: lag includes a handshake); spare connections keep this near zero.
     connect_waits: int = 0
+    #: Of those, the ones sent while every spare connection was itself still being opened:
+    #: more requests came within one handshake than there are spares (a busy machine
+    #: bunches sends). A wait outside this count means the spares were not kept up.
+    spare_waits: int = 0
 
     def line(self) -> str:
         errs = ", ".join(f"{k}: {v}" for k, v in sorted(self.errors.items())) or "none"
         return (f"{self.requests} requests, {self.ok} ok, errors: {errs}; "
                 f"{self.output_tokens} output tokens, {self.cached_prompt_tokens} cached "
                 f"prompt tokens; {self.connections} connections ({self.connect_waits} "
-                f"opened while a request waited), max {self.max_in_flight} in flight")
+                f"opened while a request waited{self._spares()}), max {self.max_in_flight} "
+                "in flight")
+
+    def _spares(self) -> str:
+        if not self.spare_waits:
+            return ""
+        return f", {self.spare_waits} with every spare still opening"
 
 
 class OpenAIHttpSUT:
@@ -218,6 +228,8 @@ class OpenAIHttpSUT:
             task.cancel()
         for ep in self.endpoints:
             ep.close()
+        for ep in self.endpoints:
+            await ep.closing(1.0)
 
     def issue(self, query: Query, handle: ResponseHandle) -> None:
         self.issue_to(query, handle, self._route())
@@ -266,6 +278,9 @@ class OpenAIHttpSUT:
             req.send_on(conn)
         elif ep.can_open():
             st.connect_waits += 1
+            spare = self.config.spare_connections
+            if spare and ep.connecting >= spare:
+                st.spare_waits += 1
             self.spawn(req.connect(ep.reserve()))
         else:
             ep.waiters.append(req.on_slot)

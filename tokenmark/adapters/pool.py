@@ -179,6 +179,22 @@ class Endpoint:
                 c.transport.close()
         self.idle.clear()
 
+    async def closing(self, timeout_s: float) -> None:
+        """Wait (at most ``timeout_s``) for the closes :meth:`close` began, then abort.
+
+        A TLS close sends its close_notify from the event loop; a loop that closes first
+        leaves the transport open (uvloop says so, and cannot close).
+        """
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout_s
+        while any(c.transport is not None for c in self._live) and loop.time() < end:
+            await asyncio.sleep(0.005)
+        for c in list(self._live):
+            if c.transport is not None:
+                c.transport.abort()
+        if self._live:
+            await asyncio.sleep(0)  # the aborts' connection_lost callbacks
+
 
 @dataclass(slots=True)
 class Response:

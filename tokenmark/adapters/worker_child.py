@@ -24,7 +24,7 @@ from dataclasses import fields
 from time import perf_counter_ns
 from typing import Any, cast
 
-from tokenmark.adapters import ipc
+from tokenmark.adapters import eventloop, ipc
 from tokenmark.adapters.clocksync import boot_id
 from tokenmark.adapters.openai_http import OpenAIHttpSUT
 from tokenmark.adapters.openai_target import OpenAIConfig
@@ -184,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     # means (the run stops, records are kept) and the worker ends when its socket closes.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     args = list(sys.argv[1:] if argv is None else argv)
-    asyncio.run(_serve(int(args[0])))
+    eventloop.run(_serve(int(args[0])))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 :mod:`tokenmark.results_api`.
 
 Bad input prints one line naming the problem and the fix and exits with code 2; a bug
-exits with code 3 after printing where to report it. See README "Exit codes".
+exits with code 3 after printing where to report it. See docs/reference.md "Exit codes".
 
 Start-up cost. Each module of this package registers its commands on the shared Typer
 ``app`` when imported, and some load a lot (the run path: numpy, the HTTP client, the

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.table import Table
 
 from tokenmark import correctness_api
 from tokenmark.adapters.openai_target import OpenAIConfig
@@ -29,6 +30,8 @@ def score(
     benchmark: Annotated[str | None, typer.Option(help="Default: the run's.")] = None,
     round_: Annotated[str | None, typer.Option("--round", help="Default: the run's.")] = None,
     allow_pickle: Annotated[bool, typer.Option(help="Read a pickled reference file.")] = False,
+    json_out: Annotated[bool, typer.Option(
+        "--json", help="Print the scores and targets as JSON instead of tables.")] = False,
 ) -> None:
     """Score a run's mlperf_log_accuracy.json as the MLPerf reference evaluation does and
     gate it at the round's targets (99% / 99.9% of the reference); writes accuracy.txt.
@@ -42,11 +45,42 @@ def score(
     except BadInputError as e:
         raise bad_input(e) from None
     console = out()
-    console.print(json.dumps(res.report.to_json(), indent=1), highlight=False)
-    for g in res.gates:
-        console.print(f"{'pass' if g.passed else 'FAIL'} {g}", highlight=False)
-    console.print(f"wrote {res.accuracy_txt}", highlight=False)
+    if json_out:
+        doc = {**res.report.to_json(), "targets": [g.to_json() for g in res.gates],
+               "passed": res.passed, "accuracy_txt": str(res.accuracy_txt)}
+        console.print(json.dumps(doc, indent=1), highlight=False)
+    else:
+        for table in score_tables(res):
+            console.print(table)
+        for note in res.report.notes:
+            console.print(f"note: {note}", highlight=False)
+        console.print(f"wrote {res.accuracy_txt}", highlight=False)
     raise typer.Exit(EXIT_VALID if res.passed else EXIT_INVALID)
+
+
+def score_tables(res: correctness_api.ScoreOutcome) -> list[Table]:
+    """The targets judged, then every figure the evaluation printed."""
+    r = res.report
+    t = Table(title=f"{r.benchmark}: accuracy targets ({r.samples} samples scored)",
+              title_justify="left")
+    for col in ("metric", "score", "required", "verdict"):
+        t.add_column(col, justify="right" if col == "score" else "left")
+    for g in res.gates:
+        lo, hi = g.target.lower_bound, g.target.upper_bound
+        need = " and ".join(x for x in (f">= {lo:.4f}" if lo is not None else "",
+                                        f"<= {hi:.4f}" if hi is not None else "") if x)
+        verdict = {True: "pass", False: "FAIL", None: "incomplete"}[g.passed]
+        t.add_row(g.target.metric, "not evaluated" if g.value is None else f"{g.value:g}",
+                  need, verdict)
+    m = Table(title="Figures of the reference evaluation", title_justify="left")
+    m.add_column("key")
+    m.add_column("value", justify="right")
+    for k, v in r.metrics.items():
+        m.add_row(k, "not evaluated" if v is None else f"{v:g}" if isinstance(v, float)
+                  else str(v))
+    for k, n in r.not_evaluated.items():
+        m.add_row(f"not evaluated: {k}", str(n))
+    return [t, m]
 
 
 @app.command("audit")

@@ -240,7 +240,8 @@ def run(
     request_timeout: Annotated[float, typer.Option(
         help="Seconds for a whole request (0: none).", rich_help_panel=TG)] = 0.0,
     pool_size: Annotated[int, typer.Option(
-        help="Connections per endpoint (0: one per request in flight).", rich_help_panel=TG)
+        help="Connections per endpoint, the emulated server's included (0: one per request "
+        "in flight).", rich_help_panel=TG)
     ] = 0,
     preconnect: Annotated[int | None, typer.Option(
         help="Connections per endpoint opened before the run (default: the concurrency).",
@@ -279,7 +280,9 @@ def run(
         "mlperf_log_accuracy.json; score it with 'tokenmark score').")] = "performance",
     audit: Annotated[str | None, typer.Option(
         help="Run as an MLPerf compliance audit: TEST06, TEST07 or TEST09 (LoadGen's "
-        "audit.config settings); TEST06/TEST09 verdict folders are written after the run.")
+        "audit.config settings; with --loadgen official LoadGen reads the audit.config "
+        "tokenmark writes in the results folder); TEST06/TEST09 verdict folders are "
+        "written after the run.")
     ] = None,
     model_dir: Annotated[Path | None, typer.Option(
         help="--sut hf: a local Hugging Face model folder served in-process on the CPU.")
@@ -385,7 +388,7 @@ def run(
             round_name, bench, sc, profile=prof, toml=doc, toml_name=str(config or ""),
             user_conf=user_conf, overrides=overrides, seeds=seeds,
         )
-        if audit is not None:
+        if audit is not None and loadgen != "official":  # LoadGen applies its audit.config
             layered = replace(layered, settings=apply_audit(layered.settings,
                                                             audit_for(audit)))
         plan = manifest_plan(ctx, manifest)
@@ -464,13 +467,16 @@ def run(
             accelerators=accelerators or s.get("accelerators", 0))
         if kind == "emulated":
             emu.deployment()  # an unknown name or a model that does not fit fails here
-        preconnect = layered.settings.concurrency or layered.settings.max_concurrency or 0
+        conns = layered.settings.concurrency or layered.settings.max_concurrency or 0
         spec: SutSpec | Callable[[Clock], SystemUnderTest] = SutSpec(
-            kind=kind, model=lm, emulator=emu, api=api, stream=stream, preconnect=preconnect,
-            # outputs are logged: the client keeps the emulator's text (its token ids)
+            kind=kind, model=lm, emulator=emu, api=api, stream=stream, preconnect=conns,
+            # outputs are logged: the client keeps the emulator's text (its token ids);
+            # --pool-size caps the connections to the emulated server too (an Offline
+            # query of 26,736 samples opened one each: past the machine's open-file limit)
             client=OpenAIConfig(urls=("http://emulated",), api=api, stream=stream,
-                                preconnect=preconnect, keep_text=True)
-            if logs_outputs else None)
+                                preconnect=conns, keep_text=logs_outputs,
+                                pool_size=pool_size)
+            if logs_outputs or pool_size else None)
         if (sut or s.get("kind")) == "hf":
             spec = hf_sut_factory(model_dir or Path(s.get("model_dir", "")))
         if urls:
@@ -545,11 +551,12 @@ def run(
             raise ConfigError("--find-peak is LoadGen's FindPeakPerformance: add "
                               "--loadgen official")
         if loadgen == "official":
-            if virtual_time or trace_plan is not None or audit is not None:
-                raise ConfigError("--loadgen official runs in real time, without --trace or "
-                                  "--audit (LoadGen reads audits from audit.config)")
+            if virtual_time or trace_plan is not None:
+                raise ConfigError("--loadgen official runs in real time, without "
+                                  "--virtual-time or --trace")
             result = submission_api.run_official_loadgen(layered, workload.dataset, spec,
-                                                         out_dir, find_peak=find_peak)
+                                                         out_dir, find_peak=find_peak,
+                                                         audit=audit)
             ctx.with_resource(guard)  # during LoadGen's own run Ctrl-C ends it as before
         else:
             ctx.with_resource(guard)

@@ -1,14 +1,20 @@
 """The compliance tests' ``audit.config`` files, as settings tokenmark runs with.
 
-LoadGen applies ``audit.config`` (found in its working directory) over every other
-setting; the verification scripts read their own thresholds from the same file
-(``test07_accuracy_threshold``, ``test09_min/max_output_tokens``), which LoadGen
-ignores. :data:`AUDITS` holds each LLM test's file as published in
-``mlcommons/inference`` ``compliance/TEST0x/`` (values, not text, are reproduced), and
-:func:`apply_audit` turns one into a :class:`~tokenmark.settings.TestSettings` (the mode
-becomes PerformanceOnly, the seed goes into ``Seeds.accuracy_log``).
-:func:`read_audit_config` reads any such file with LoadGen's ``model.scenario.key``
-lookup, for tests that have no entry here.
+LoadGen applies ``audit.config`` (the file named in ``StartTest``, by default
+``audit.config`` in its working directory) over every other setting; the verification
+scripts read their own thresholds from the same file (``test07_accuracy_threshold``,
+``test09_min/max_output_tokens``), which LoadGen ignores. :data:`AUDITS` holds each LLM
+test's file as published in ``mlcommons/inference`` ``compliance/TEST0x/`` (values, not
+text, are reproduced), and
+
+* :func:`apply_audit` turns one into a :class:`~tokenmark.settings.TestSettings` (the mode
+  becomes PerformanceOnly, the seed goes into ``Seeds.accuracy_log``): how tokenmark's
+  own load generator runs an audit;
+* :func:`audit_config_text` writes it back as an ``audit.config`` file (the official
+  file's keys, every one a ``*.*.`` wildcard as published): what the official LoadGen
+  reads when ``tokenmark run --loadgen official --audit TEST06`` runs it;
+* :func:`read_audit_config` reads any such file with LoadGen's ``model.scenario.key``
+  lookup, for tests that have no entry here.
 """
 
 from __future__ import annotations
@@ -22,7 +28,8 @@ from typing import Final
 from tokenmark.errors import ConfigError
 from tokenmark.settings import Mode, TestSettings
 
-__all__ = ["AUDITS", "Audit", "apply_audit", "audit_for", "read_audit_config"]
+__all__ = ["AUDITS", "Audit", "apply_audit", "audit_config_text",
+           "audit_for", "read_audit_config"]
 
 TEST06_SEED: Final = 720381539243781796
 
@@ -75,6 +82,32 @@ def apply_audit(settings: TestSettings, audit: Audit) -> TestSettings:
         performance_issue_unique=audit.performance_issue_unique,
         performance_issue_same=False,
     )
+
+
+def audit_config_text(audit: Audit, source: str = "") -> str:
+    """``audit``'s ``audit.config``: the keys of the official file, in its order.
+
+    LoadGen reads ``mode``, the accuracy-log seed and sampling target, the minimum query
+    count and duration, ``sample_concatenate_permutation`` and ``performance_issue_unique``
+    (written only where the test sets it, as in the official files); the verification
+    thresholds follow for ``run_verification.py``. :func:`read_audit_config` reads the
+    text back to ``audit``.
+    """
+    lines = ["# The format of this config file is 'key = value'.",
+             f"# {audit.test} audit.config" + (f", written by {source}" if source else "")
+             + " (values of mlcommons/inference compliance/"
+             f"{audit.test}/audit.config)",
+             "*.*.mode = 2",
+             f"*.*.accuracy_log_rng_seed = {audit.accuracy_log_rng_seed}",
+             f"*.*.accuracy_log_sampling_target = {audit.accuracy_log_sampling_target}",
+             f"*.*.min_query_count = {audit.min_query_count}",
+             f"*.*.min_duration = {audit.min_duration_ms}"]
+    if audit.performance_issue_unique:
+        lines.append("*.*.performance_issue_unique = 1")
+    lines.append(f"*.*.sample_concatenate_permutation = "
+                 f"{int(audit.sample_concatenate_permutation)}")
+    lines += [f"*.*.{k} = {v:g}" for k, v in audit.thresholds.items()]
+    return "\n".join(lines) + "\n"
 
 
 _LINE: Final = re.compile(r"^\s*([^=#\s]+)\s*=\s*([^#]*?)\s*(?:#.*)?$")

@@ -5,7 +5,9 @@ Each ``verify_*`` function applies the official verification script's checks
 reproduced, not code) to a parsed accuracy log, and each ``write_*`` lays the verdict
 folder out as the script does under ``<output_dir>/TEST0x/``.
 
-TEST06 (``verify_accuracy.txt``), the three checks on int32 token ids:
+TEST06 (``verify_accuracy.txt``), the three checks on the token ids (int32, the script's
+default ``--dtype``, or int64 where the log holds 8-byte ids: the width is read from the
+log, :func:`~tokenmark.accuracylog.token_width`):
 
 * first token (every scenario but Offline, where the line says ``Skipped``): each
   entry's ``token_data`` equals the start of its ``data`` (compared over the shorter of
@@ -33,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokenmark.accuracylog import ACCURACY_LOG_FILE, decode_ids
+from tokenmark.accuracylog import ACCURACY_LOG_FILE, decode_ids, token_width
 
 __all__ = [
     "Test06Result",
@@ -85,21 +87,23 @@ def _trailing_eos(ids: Sequence[int], eos: int) -> int:
 
 
 def verify_test06(entries: Sequence[dict[str, Any]], scenario: str,
-                  eos_token_id: int = DEFAULT_EOS) -> Test06Result:
-    """TEST06's three checks over a parsed accuracy log (see the module docstring)."""
+                  eos_token_id: int = DEFAULT_EOS, width: int | None = None) -> Test06Result:
+    """TEST06's three checks over a parsed accuracy log (see the module docstring);
+    ``width`` is the ids' byte width (None: read from the log)."""
+    w = token_width(entries) if width is None else width
     need_first = scenario != "Offline"
     bad_first: list[int] = []
     bad_eos: list[int] = []
     bad_len: list[int] = []
     for e in entries:
-        data = decode_ids(e["data"])
+        data = decode_ids(e["data"], w)
         seq = int(e["seq_id"])
         if _trailing_eos(data, eos_token_id) >= 2:
             bad_eos.append(seq)
         if len(data) != int(e.get("token_count", -1)):
             bad_len.append(seq)
         if need_first:
-            first = decode_ids(e.get("token_data", ""))
+            first = decode_ids(e.get("token_data", ""), w)
             if any(a != b for a, b in zip(data, first, strict=False)):
                 bad_first.append(seq)
     return Test06Result(
@@ -207,8 +211,10 @@ class Test09Result:
 
 def verify_test09(entries: Sequence[dict[str, Any]], min_tokens: float,
                   max_tokens: float) -> Test09Result:
-    """Output lengths of every entry (``data`` in int32 ids, empty data counting 0)."""
-    return Test09Result(tuple(len(decode_ids(e.get("data") or "")) for e in entries),
+    """Output lengths of every entry (``data``'s ids at the log's width, empty data
+    counting 0)."""
+    w = token_width(entries)
+    return Test09Result(tuple(len(decode_ids(e.get("data") or "", w)) for e in entries),
                         min_tokens, max_tokens)
 
 

@@ -46,6 +46,7 @@ from tokenmark.settings import LatencyLimits, Scenario, Seeds, TestSettings
 __all__ = [
     "CATEGORIES",
     "COMPLIANCE_TESTS",
+    "REFERENCE_KEYS",
     "AccuracyTarget",
     "BenchmarkPreset",
     "CategoryScenarios",
@@ -148,6 +149,14 @@ class ScenarioPreset:
         return self.limits.percentile
 
 
+#: The submission checker's accuracy metric names -> the reference evaluations' keys.
+REFERENCE_KEYS: Final = MappingProxyType({
+    "ROUGE1": "rouge1", "ROUGE2": "rouge2", "ROUGEL": "rougeL", "ROUGELSUM": "rougeLsum",
+    "GEN_LEN": "gen_len", "TOKENS_PER_SAMPLE": "tokens_per_sample",
+    "exact_match": "exact_match", "gsm8k_accuracy": "gsm8k", "mbxp_accuracy": "mbxp",
+})
+
+
 @dataclass(frozen=True, slots=True)
 class AccuracyTarget:
     """One accuracy requirement as the submission checker applies it.
@@ -165,6 +174,12 @@ class AccuracyTarget:
     upper_fraction: float | None = None
     upper_reference: float | None = None
     scenarios: frozenset[Scenario] = frozenset()
+
+    @property
+    def reference_key(self) -> str:
+        """The key the reference evaluation prints the metric under (``accuracy.txt``):
+        ``ROUGE1`` -> ``rouge1``, ``gsm8k_accuracy`` -> ``gsm8k``, ..."""
+        return REFERENCE_KEYS.get(self.metric, self.metric)
 
     @property
     def lower_bound(self) -> float | None:
@@ -261,6 +276,27 @@ class BenchmarkPreset:
         keys = [self.loadgen_model]
         keys += [p.loadgen_model for p in self.scenarios.values() if p.loadgen_model not in keys]
         return tuple(keys)
+
+    def loadgen_token_limits(self, scenario: Scenario | str) -> tuple[int, int] | None:
+        """The ``(ttft, tpot)`` limits LoadGen logs for a run of ``scenario``, in ns.
+
+        LoadGen reads ``ttft_latency``/``tpot_latency`` from ``mlperf.conf``'s *Server*
+        lines of the model key the run is configured under, whatever the scenario, and
+        logs them (``ttft_latency (ns)``, ``requested_server_ttft_latency``) in every
+        scenario. That key's Server lines are the limits of the scenario preset that runs
+        as LoadGen Server under the same key: for Interactive (its own key, e.g.
+        ``llama3_1-8b-interactive``) the Interactive limits; for Server, Offline and
+        SingleStream (the base key) the Server limits. ``None`` where the key has no
+        Server lines with token limits (``llama3_1-8b-edge``: LoadGen logs its 100 ms
+        defaults).
+        """
+        key = self.scenario(scenario).loadgen_model
+        for p in self.scenarios.values():
+            lim = p.limits
+            if (p.loadgen_model == key and p.scenario.loadgen is Scenario.SERVER
+                    and lim.ttft_ns is not None and lim.tpot_ns is not None):
+                return lim.ttft_ns, lim.tpot_ns
+        return None
 
     def scenario(self, scenario: Scenario | str) -> ScenarioPreset:
         """The preset of ``scenario``; :class:`ConfigError` if the benchmark lacks it."""

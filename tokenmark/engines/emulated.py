@@ -83,8 +83,9 @@ _AUTO_TP = (1, 2, 4, 8)
 #: tokenizer's words 100..163, one token each), written with a leading space except the
 #: first token of an answer; its id is that word's id in the built-in tokenizer.
 OUTPUT_CYCLE = 64
-OUTPUT_WORDS = BuiltinTokenizer().words[100:100 + OUTPUT_CYCLE]
-_IDS = tuple(BuiltinTokenizer().encode(w)[0] for w in OUTPUT_WORDS)
+_BUILTIN = BuiltinTokenizer()  # one: each instance builds its own vocabulary (about 5 ms)
+OUTPUT_WORDS = _BUILTIN.words[100:100 + OUTPUT_CYCLE]
+_IDS = tuple(_BUILTIN.encode(w)[0] for w in OUTPUT_WORDS)
 _TEXT_CYCLE = "".join(" " + w for w in OUTPUT_WORDS)
 _TEXT_OFFS = tuple(sum(len(w) + 1 for w in OUTPUT_WORDS[:k]) for k in range(OUTPUT_CYCLE + 1))
 

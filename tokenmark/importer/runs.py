@@ -6,6 +6,14 @@ always :attr:`Label.UNVERIFIED`. Its result row:
 * ``value``: LoadGen's token rate (``summary.loadgen.tokens_per_second``, Tokens/s) when
   the run counted tokens, else its sample rate (Samples/s Offline, Queries/s otherwise);
   for tokenmark's own load patterns, ``summary.throughput.output_tokens_per_second``.
+  A run the official LoadGen drove (``run.loadgen == "official"``) stores LoadGen's own
+  figure (``loadgen.result``: the detail-log key the checker reads, metric
+  ``loadgen:<key>``) and tokenmark's figure from its records beside it
+  (``tokenmark_value``).
+* an accuracy-mode run (``run.mode == "AccuracyOnly"``) has no result row: it measured
+  no performance. Its result is its accuracy: the scores of the ``accuracy.txt`` beside
+  ``results.json`` (what ``tokenmark score`` writes), each judged against the round's
+  target where there is one; none until the run is scored.
 * ``validity``: the tokenmark verdict (what the CLI exit code and reports lead with);
   both verdicts are kept in the run record.
 * ``division`` ``open`` (DESIGN.md: runs of tokenmark's own load generator package as
@@ -24,10 +32,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from tokenmark.config.presets import BenchmarkPreset, find_benchmark
+from tokenmark.errors import ConfigError
+from tokenmark.importer.published import _accuracy as accuracy_figures  # one reader
 from tokenmark.importer.tree import Rejected, Tree
 from tokenmark.inputs import InputLimitError, json_loads
 from tokenmark.resultrows import (
+    ACCURACY_MODE,
     SOURCE_RUN,
+    AccuracyScore,
     Label,
     ResultRow,
     RunFinding,
@@ -35,9 +48,11 @@ from tokenmark.resultrows import (
     stated_accelerator_count,
 )
 
-__all__ = ["RESULTS_SCHEMA", "is_results_file", "read_run"]
+__all__ = ["ACCURACY_TXT", "RESULTS_SCHEMA", "is_results_file", "read_run"]
 
 RESULTS_SCHEMA: Final = "tokenmark.results/1"
+#: What ``tokenmark score`` writes beside ``results.json``.
+ACCURACY_TXT: Final = "accuracy.txt"
 _MLPERF_SCENARIOS: Final = ("Offline", "Server", "Interactive", "SingleStream", "MultiStream")
 
 
@@ -93,19 +108,16 @@ def read_run(tree: Tree, path: Path, system: Mapping[str, Any] | None = None) ->
         if not isinstance(run.get(key), str) or not run.get(key):
             raise Rejected(rel, f"run.{key} is missing")
     scenario = str(run["scenario"])
-    loadgen, throughput = _sub(summary, "loadgen"), _sub(summary, "throughput")
-    tokens = _number(loadgen.get("tokens_per_second"))
-    samples = _number(loadgen.get("samples_per_second"))
-    if scenario not in _MLPERF_SCENARIOS:
-        value, unit, metric = (_number(throughput.get("output_tokens_per_second")), "Tokens/s",
-                               "tokenmark:summary.throughput.output_tokens_per_second")
-    elif tokens:
-        value, unit, metric = tokens, "Tokens/s", "tokenmark:summary.loadgen.tokens_per_second"
-    else:
-        value, metric = samples, "tokenmark:summary.loadgen.samples_per_second"
-        unit = "Samples/s" if scenario == "Offline" else "Queries/s"
-    if value is None:
+    value, unit, metric = _own_figure(summary, scenario)
+    accuracy_run = run.get("mode") == ACCURACY_MODE
+    if value is None and not accuracy_run:
         raise Rejected(rel, f"has no numeric {metric.split(':', 1)[1]}")
+    tokenmark_value = None
+    official = _sub(doc, "loadgen").get("result") if run.get("loadgen") == "official" else None
+    if isinstance(official, dict) and _number(official.get("value")) is not None:
+        tokenmark_value = value
+        value, unit = _number(official.get("value")), str(official.get("unit") or unit)
+        metric = f"loadgen:{official.get('metric', '')}"
     validity: dict[str, str] = {}
     findings: list[RunFinding] = []
     for kind in ("mlperf", "tokenmark"):
@@ -139,20 +151,70 @@ def read_run(tree: Tree, path: Path, system: Mapping[str, Any] | None = None) ->
             "host_processor": str(system.get("host_processor_model_name") or "").strip(),
             "host_processors_per_node": _count(system.get("host_processors_per_node")),
         }
-    row = ResultRow(
-        round=str(run["round"]), division="open", submitter="local",
-        benchmark=str(run["benchmark"]), scenario=scenario, value=value, unit=unit,
-        metric=metric, label=Label.UNVERIFIED, kind="run",
-        validity=validity["tokenmark"], source_path=rel, content_hash=run_hash,
-        run_hash=run_hash, source=SOURCE_RUN, **sys_fields,
-    )
+    row = None
+    scores: tuple[AccuracyScore, ...] = ()
+    if accuracy_run:
+        scores = _scores(tree, path.parent / ACCURACY_TXT, run)
+    else:
+        assert value is not None
+        row = ResultRow(
+            round=str(run["round"]), division="open", submitter="local",
+            benchmark=str(run["benchmark"]), scenario=scenario, value=value, unit=unit,
+            metric=metric, label=Label.UNVERIFIED, kind="run",
+            validity=validity["tokenmark"], source_path=rel, content_hash=run_hash,
+            run_hash=run_hash, tokenmark_value=tokenmark_value, source=SOURCE_RUN,
+            **sys_fields,
+        )
     return RunRecord(
         row=row, run_hash=run_hash, started_utc=str(run.get("started_utc", "")),
         tokenmark_version=str(doc.get("tokenmark_version", "")), mode=str(run.get("mode", "")),
         mlperf_validity=validity["mlperf"], tokenmark_validity=validity["tokenmark"],
         profile_note=str(doc.get("profile_note", "")), run=run, settings=settings,
-        summary=summary, verdicts=verdicts, findings=tuple(findings),
+        summary=summary, verdicts=verdicts, findings=tuple(findings), accuracy=scores,
+        source_path=rel,
     )
+
+
+def _own_figure(summary: Mapping[str, Any], scenario: str) -> tuple[float | None, str, str]:
+    """tokenmark's figure of the run from its records: (value, unit, metric)."""
+    loadgen, throughput = _sub(summary, "loadgen"), _sub(summary, "throughput")
+    tokens = _number(loadgen.get("tokens_per_second"))
+    if scenario not in _MLPERF_SCENARIOS:
+        return (_number(throughput.get("output_tokens_per_second")), "Tokens/s",
+                "tokenmark:summary.throughput.output_tokens_per_second")
+    if tokens:
+        return tokens, "Tokens/s", "tokenmark:summary.loadgen.tokens_per_second"
+    return (_number(loadgen.get("samples_per_second")),
+            "Samples/s" if scenario == "Offline" else "Queries/s",
+            "tokenmark:summary.loadgen.samples_per_second")
+
+
+def _scores(tree: Tree, path: Path, run: Mapping[str, Any]) -> tuple[AccuracyScore, ...]:
+    """The scores of the ``accuracy.txt`` at ``path`` (none if absent or unreadable)."""
+    try:
+        if not tree.exists(path):
+            return ()
+        figures = accuracy_figures(tree.read_text(path))
+    except (OSError, UnicodeDecodeError, Rejected):
+        return ()
+    targets: dict[str, tuple[float | None, float | None, bool]] = {}
+    bench: BenchmarkPreset | None
+    try:
+        bench = find_benchmark(str(run["round"]), str(run["benchmark"]))
+    except ConfigError:
+        bench = None
+    if bench is not None:
+        sc = str(run.get("scenario", ""))
+        for t in bench.accuracy_targets(sc if sc in {s.value for s in bench.scenarios}
+                                        else None):
+            v = figures.get(t.reference_key)
+            if v is not None:
+                targets[t.reference_key] = (t.lower_bound, t.upper_bound, t.accepts(v))
+    out = []
+    for k, v in sorted(figures.items()):
+        lo, hi, ok = targets.get(k, (None, None, None))
+        out.append(AccuracyScore(k, v, lo, hi, ok))
+    return tuple(out)
 
 
 def _count(v: Any) -> int | None:

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from tokenmark.clock import Clock
-from tokenmark.dataset import Dataset
+from tokenmark.dataset import Dataset, Loadable
 from tokenmark.records import (
     ErrorClass,
     Phase,
@@ -135,16 +135,8 @@ class _Pending:
     def details(self, d: ResponseDetails) -> None:
         """What the SUT learned about the answer (:class:`~tokenmark.sut.DetailsHandle`)."""
         rec = self.rec
-        if rec.done_ns >= 0 or rec.error is not None:
-            return
-        if d.finish_reason:
-            rec.finish_reason = d.finish_reason
-        if d.stream_tokens >= 0:
-            rec.stream_tokens = d.stream_tokens
-        if d.token_basis:
-            rec.token_basis = d.token_basis
-        if d.demanded_output_tokens >= 0:
-            rec.demanded_output_tokens = d.demanded_output_tokens
+        if rec.done_ns < 0 and rec.error is None:
+            d.apply_to(rec)
 
     def complete(
         self,
@@ -285,7 +277,21 @@ class Runner:
         return self._stop.is_set()
 
     # -- the run ----------------------------------------------------------------------
+    def _load_samples(self) -> None:
+        """LoadGen's ``LoadSamplesToRam``: a dataset whose samples are costly to make
+        builds the loaded set (or, for schedules without one, the samples in the order
+        they will be sent) before the clock starts."""
+        if not isinstance(self.dataset, Loadable):
+            return
+        s = self.schedule
+        if s.loaded_set:
+            self.dataset.load_samples(s.loaded_set)
+            return
+        used, first = np.unique(s.sample_index, return_index=True)
+        self.dataset.load_samples(used[np.argsort(first, kind="stable")].tolist())
+
     async def run(self) -> RunOutcome:
+        self._load_samples()
         flusher = asyncio.ensure_future(self._flush_loop())
         self.t0 = self.clock.now_ns()
         ran_out = False

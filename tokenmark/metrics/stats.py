@@ -147,7 +147,7 @@ class Column:
         var = max(0.0, sumsq / n - mean * mean)
         ci = {p: (self._select(a, lo, hi), self._select(b, lo, hi))
               for p in ps for a, b in [quantile_interval(n, p)]}
-        return Distribution(n, lo, hi, mean, _trunc_div(total, n), math.sqrt(var), values, ci)
+        return Distribution(n, lo, hi, mean, _loadgen_mean(total, n), math.sqrt(var), values, ci)
 
     def _select(self, k: int, lo: int, hi: int) -> int:
         """The k-th smallest value (0-based), by narrowing histograms over the chunks."""
@@ -178,9 +178,16 @@ class Column:
             self._spill = None
 
 
-def _trunc_div(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
+_U64 = 1 << 64
+
+
+def _loadgen_mean(total: int, n: int) -> int:
+    """LoadGen's mean of an int64 column: ``int64 sum / size_t count`` in C++, which
+    converts a negative sum to unsigned (``sum + 2**64``) before dividing, the quotient
+    stored back in an int64. Sums of latencies are never negative; a TPOT column's can
+    be: LoadGen records a 1-token sample's count as 0, so its TPOT is negative."""
+    q = (total % _U64) // n
+    return q - _U64 if q >= 1 << 63 else q
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +203,7 @@ class Distribution:
     min: int
     max: int
     mean: float
-    mean_trunc: int  # LoadGen's integer mean (sum // count, truncated)
+    mean_trunc: int  # LoadGen's integer mean (see _loadgen_mean)
     stdev: float
     percentiles: dict[float, int] = field(default_factory=dict)
     intervals: dict[float, tuple[int, int]] = field(default_factory=dict)
@@ -218,7 +225,7 @@ class Distribution:
         for p in percentiles:
             a, b = quantile_interval(n, p)
             intervals[p] = (int(arr[a]), int(arr[b]))
-        return cls(n, int(arr[0]), int(arr[-1]), mean, _trunc_div(total, n), stdev, values,
+        return cls(n, int(arr[0]), int(arr[-1]), mean, _loadgen_mean(total, n), stdev, values,
                    intervals)
 
     @classmethod

@@ -36,14 +36,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from tokenmark.accuracylog import decode_ids
+from tokenmark.accuracylog import decode_ids, token_width
 from tokenmark.config.presets import AccuracyTarget
 from tokenmark.scoring import answers
 from tokenmark.scoring.rouge import rouge
 from tokenmark.sources.references import References, family
 
 __all__ = [
-    "CHECKER_KEYS",
     "AccuracyReport",
     "TargetResult",
     "accuracy_txt",
@@ -54,12 +53,6 @@ __all__ = [
 #: Ids -> text, special tokens skipped (``tokenizer.decode(ids, skip_special_tokens=True)``).
 Decoder = Callable[[Sequence[int]], str]
 
-#: The submission checker's metric names -> the reference evaluations' output keys.
-CHECKER_KEYS: Final = {
-    "ROUGE1": "rouge1", "ROUGE2": "rouge2", "ROUGEL": "rougeL", "ROUGELSUM": "rougeLsum",
-    "GEN_LEN": "gen_len", "TOKENS_PER_SAMPLE": "tokens_per_sample",
-    "exact_match": "exact_match", "gsm8k_accuracy": "gsm8k", "mbxp_accuracy": "mbxp",
-}
 GPTOSS_REPEATS: Final = {"aime25": 8, "gpqa_diamond": 5, "livecodebench_v6": 3}
 
 
@@ -85,6 +78,11 @@ class TargetResult:
     value: float | None
     passed: bool | None
 
+    def to_json(self) -> dict[str, Any]:
+        t = self.target
+        return {"metric": t.metric, "value": self.value, "lower_bound": t.lower_bound,
+                "upper_bound": t.upper_bound, "passed": self.passed}
+
     def line(self) -> str:
         t = self.target
         lo = f">= {t.lower_bound:.4f}" if t.lower_bound is not None else ""
@@ -98,12 +96,13 @@ class TargetResult:
 def _samples(entries: Sequence[dict[str, Any]]) -> list[tuple[int, list[int]]]:
     seen: set[int] = set()
     out = []
+    width = token_width(entries)
     for e in entries:
         idx = int(e["qsl_idx"])
         if idx in seen:
             continue
         seen.add(idx)
-        out.append((idx, decode_ids(e["data"])))
+        out.append((idx, decode_ids(e["data"], width)))
     return out
 
 
@@ -237,7 +236,7 @@ def gate(report: AccuracyReport, targets: Sequence[AccuracyTarget]) -> list[Targ
     out = []
     incomplete = bool(report.not_evaluated)
     for t in targets:
-        key = CHECKER_KEYS.get(t.metric, t.metric)
+        key = t.reference_key
         v = report.metrics.get(key)
         if v is None:
             out.append(TargetResult(t, None, None))

@@ -17,7 +17,7 @@ Schema: Alembic migrations in ``tokenmark/store/migrations``. :func:`ensure_sche
 creates a new database at the newest revision and refuses an older one with the
 command that upgrades it (upgrading existing data is the user's explicit step);
 :func:`upgrade` runs the migrations. A new migration: ``from alembic import command;
-command.revision(alembic_config(url), "message", rev_id="0004")``, and
+command.revision(alembic_config(url), "message", rev_id="0005")``, and
 :data:`HEAD_REVISION` set to it (a test checks the two agree). Opening a database that
 is at :data:`HEAD_REVISION` reads its version with one query and never imports Alembic
 (a third of a second of a command's start).
@@ -56,7 +56,7 @@ __all__ = [
 
 #: The newest migration's revision (``migrations/versions``); a test checks it is
 #: Alembic's head.
-HEAD_REVISION = "0003"
+HEAD_REVISION = "0004"
 _BUSY_TIMEOUT_MS = 30_000
 _T = TypeVar("_T")
 

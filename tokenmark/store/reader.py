@@ -17,8 +17,15 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tokenmark.resultrows import Label, ResultRow, RunFinding, RunRecord
-from tokenmark.store.schema import findings, results, runs, systems
+from tokenmark.resultrows import (
+    ACCURACY_MODE,
+    AccuracyScore,
+    Label,
+    ResultRow,
+    RunFinding,
+    RunRecord,
+)
+from tokenmark.store.schema import accuracy_results, findings, results, runs, systems
 
 __all__ = ["Filters", "counts", "fingerprint", "load_rows", "load_runs", "rows_by_key"]
 
@@ -44,7 +51,8 @@ def _row(m: sa.RowMapping) -> ResultRow:
         power_unit=m["power_unit"], accuracy=dict(m["accuracy"] or {}),
         weight_data_types=m["weight_data_types"], framework=m["framework"],
         notes=m["notes"], source_path=m["source_path"], content_hash=m["content_hash"],
-        run_hash=m["run_hash"], source=m["source"], host_processor=m["host_processor"],
+        run_hash=m["run_hash"], tokenmark_value=m["tokenmark_value"], source=m["source"],
+        host_processor=m["host_processor"],
         host_processors_per_node=m["host_processors_per_node"],
         published_unit=m["published_unit"], quirks=m["quirks"], table_value=m["table_value"],
     )
@@ -85,10 +93,13 @@ def load_rows(conn: sa.Connection, filters: Filters | None = None) -> list[Resul
 
 def load_runs(conn: sa.Connection, filters: Filters | None = None,
               run_hash: str | None = None) -> list[RunRecord]:
-    """The user's runs, newest first, with their result rows and findings.
+    """The user's runs, newest first, with their result rows (none for an accuracy
+    run), findings and accuracy scores.
 
-    ``filters`` take the names of :func:`load_rows` (applied to each run's result row);
-    ``run_hash`` selects the runs whose hash starts with it (a full hash or a prefix).
+    ``filters`` take the names of :func:`load_rows` (applied to each run's result row;
+    an accuracy run has none, and matches on its ``round``, ``benchmark`` and
+    ``scenario`` only); ``run_hash`` selects the runs whose hash starts with it (a full
+    hash or a prefix).
     """
     wanted = {**(filters or {}), "kind": "run"}
     rows = {r.run_hash: r for r in load_rows(conn, wanted) if r.run_hash}
@@ -98,10 +109,13 @@ def load_runs(conn: sa.Connection, filters: Filters | None = None,
     out: list[RunRecord] = []
     for m in conn.execute(stmt).mappings():
         row = rows.get(m["run_hash"])
-        if row is None:
+        if row is None and not _accuracy_run_matches(m, filters or {}):
             continue
         found = conn.execute(sa.select(findings).where(findings.c.run_id == m["id"])
                              .order_by(findings.c.id)).mappings()
+        scores = conn.execute(sa.select(accuracy_results)
+                              .where(accuracy_results.c.run_id == m["id"])
+                              .order_by(accuracy_results.c.metric)).mappings()
         out.append(RunRecord(
             row=row, run_hash=m["run_hash"], started_utc=m["started_utc"],
             tokenmark_version=m["tokenmark_version"], mode=m["mode"],
@@ -111,13 +125,30 @@ def load_runs(conn: sa.Connection, filters: Filters | None = None,
             findings=tuple(RunFinding(verdict=f["verdict"], rule=f["rule"], passed=f["passed"],
                                       observed=f["observed"], required=f["required"],
                                       advice=f["advice"], detail=f["detail"]) for f in found),
+            accuracy=tuple(AccuracyScore(a["metric"], float(a["value"]), a["lower_bound"],
+                                         a["upper_bound"], a["passed"]) for a in scores),
+            source_path=m["source_path"],
         ))
     return out
 
 
+def _accuracy_run_matches(m: sa.RowMapping, filters: Filters) -> bool:
+    """Whether a run without a result row is an accuracy run ``filters`` select."""
+    if m["mode"] != ACCURACY_MODE:
+        return False
+    for name, value in filters.items():
+        if value is None:
+            continue
+        if name not in ("round", "benchmark", "scenario"):
+            return False  # the filter names a row field an accuracy run has not
+        if str(m[name]).lower() != str(value).lower():
+            return False
+    return True
+
+
 def counts(conn: sa.Connection) -> dict[str, int]:
     out = {}
-    for t in (results, systems, runs, findings):
+    for t in (results, systems, runs, findings, accuracy_results):
         out[t.name] = int(conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one())
     out["official"] = int(conn.execute(sa.select(sa.func.count()).select_from(results)
                                        .where(results.c.label == Label.OFFICIAL.value))
@@ -146,12 +177,13 @@ def fingerprint(conn: sa.Connection) -> str:
             if "run_ref" in d:
                 d["run_ref"] = run_keys.get(d["run_ref"])
             h.update(json.dumps(d, sort_keys=True, default=str).encode())
-    h.update(b"findings")
-    lines = []
-    for m in conn.execute(sa.select(findings)).mappings():
-        d = {k: _canon(v) for k, v in m.items() if k != "id"}
-        d["run_id"] = run_keys.get(d["run_id"])
-        lines.append(json.dumps(d, sort_keys=True, default=str))
-    for line in sorted(lines):
-        h.update(line.encode())
+    for table in (findings, accuracy_results):
+        h.update(table.name.encode())
+        lines = []
+        for m in conn.execute(sa.select(table)).mappings():
+            d = {k: _canon(v) for k, v in m.items() if k != "id"}
+            d["run_id"] = run_keys.get(d["run_id"])
+            lines.append(json.dumps(d, sort_keys=True, default=str))
+        for line in sorted(lines):
+            h.update(line.encode())
     return h.hexdigest()

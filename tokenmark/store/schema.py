@@ -19,13 +19,18 @@ Tables:
 * ``signatures``: who signed a run's result bundle (``run_hash`` is the SHA-256 of its
   results.json, as ``runs.run_hash``), with the signing key's id and whether the
   signature was verified against a trusted key when it was stored.
+* ``accuracy_results``: the scores of an accuracy-mode run (one row per metric, with
+  the round's target and whether it was met); such a run has no ``results`` row.
+  ``results.tokenmark_value`` is tokenmark's own figure beside LoadGen's ``value`` for a
+  run the official LoadGen drove.
 """
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 
-__all__ = ["findings", "metadata", "results", "runs", "signatures", "systems"]
+__all__ = ["accuracy_results", "findings", "metadata", "results", "runs", "signatures",
+           "systems"]
 
 metadata = sa.MetaData()
 
@@ -116,6 +121,7 @@ results = sa.Table(
     sa.Column("system_ref", sa.Integer, sa.ForeignKey("systems.id"), nullable=True),
     sa.Column("run_ref", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"),
               nullable=True),
+    sa.Column("tokenmark_value", sa.Double, nullable=True),
     sa.Column("source", sa.String(16), nullable=False, server_default="logs"),
     sa.Column("host_processor", sa.Text, nullable=False, server_default=""),
     sa.Column("host_processors_per_node", sa.Integer, nullable=True),
@@ -123,6 +129,19 @@ results = sa.Table(
     sa.Column("quirks", sa.Text, nullable=False, server_default=""),
     sa.Column("table_value", sa.Double, nullable=True),
     sa.Index("ix_results_benchmark_scenario", "benchmark", "scenario"),
+)
+
+accuracy_results = sa.Table(
+    "accuracy_results", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"),
+              nullable=False),
+    sa.Column("metric", sa.String(64), nullable=False),
+    sa.Column("value", sa.Double, nullable=False),
+    sa.Column("lower_bound", sa.Double, nullable=True),
+    sa.Column("upper_bound", sa.Double, nullable=True),
+    sa.Column("passed", sa.Boolean, nullable=True),
+    sa.UniqueConstraint("run_id", "metric", name="uq_accuracy_results_run_metric"),
 )
 
 signatures = sa.Table(

@@ -14,7 +14,9 @@ and is idempotent: every row has a natural key (``results.natural_key``,
   that does (a corrected log in a newer checkout) updates it in place;
 * a system whose key exists with the same content hash is left untouched;
 * a run that exists is skipped with its findings (a run file never changes: its key
-  is its hash).
+  is its hash); an accuracy run's scores (``accuracy_results``) are written whenever
+  they are given, keyed by run and metric, so scoring a stored run and storing it again
+  adds its scores (a score that changed is updated).
 
 Two processes writing at once lose nothing: on SQLite the write transactions queue on
 ``BEGIN IMMEDIATE``; on PostgreSQL the conflict clauses make concurrent inserts of one
@@ -43,7 +45,7 @@ from tokenmark.resultrows import (
     merge_rows,
 )
 from tokenmark.store.reader import rows_by_key
-from tokenmark.store.schema import findings, results, runs, systems
+from tokenmark.store.schema import accuracy_results, findings, results, runs, systems
 
 __all__ = ["WriteCounts", "result_values", "write"]
 
@@ -86,7 +88,8 @@ def result_values(row: ResultRow) -> dict[str, Any]:
         "power_unit": row.power_unit, "accuracy": dict(row.accuracy),
         "weight_data_types": row.weight_data_types, "framework": row.framework,
         "notes": row.notes, "source_path": row.source_path,
-        "content_hash": row.content_hash, "source": row.source,
+        "content_hash": row.content_hash, "tokenmark_value": row.tokenmark_value,
+        "source": row.source,
         "host_processor": row.host_processor,
         "host_processors_per_node": row.host_processors_per_node,
         "published_unit": row.published_unit, "quirks": row.quirks,
@@ -128,12 +131,12 @@ def _write_runs(conn: sa.Connection, records: Sequence[RunRecord]) -> tuple[dict
         ins = _insert(conn, runs)
         got = conn.execute(ins.values(
             run_hash=rec.run_hash, started_utc=rec.started_utc,
-            tokenmark_version=rec.tokenmark_version, round=rec.row.round,
-            benchmark=rec.row.benchmark, scenario=rec.row.scenario, mode=rec.mode,
+            tokenmark_version=rec.tokenmark_version, round=rec.info("round"),
+            benchmark=rec.info("benchmark"), scenario=rec.info("scenario"), mode=rec.mode,
             mlperf_validity=rec.mlperf_validity, tokenmark_validity=rec.tokenmark_validity,
             profile_note=rec.profile_note, run=dict(rec.run), settings=dict(rec.settings),
             summary=dict(rec.summary), verdicts=dict(rec.verdicts),
-            source_path=rec.row.source_path,
+            source_path=rec.source_path or (rec.row.source_path if rec.row else ""),
         ).on_conflict_do_nothing(index_elements=[runs.c.run_hash]).returning(runs.c.id)).first()
         if got is not None:
             added += 1
@@ -146,7 +149,21 @@ def _write_runs(conn: sa.Connection, records: Sequence[RunRecord]) -> tuple[dict
         else:
             ids[rec.run_hash] = conn.execute(
                 sa.select(runs.c.id).where(runs.c.run_hash == rec.run_hash)).scalar_one()
+        _write_accuracy(conn, ids[rec.run_hash], rec)
     return ids, added
+
+
+def _write_accuracy(conn: sa.Connection, run_id: int, rec: RunRecord) -> None:
+    if not rec.accuracy:
+        return
+    ins = _insert(conn, accuracy_results)
+    cols = ("value", "lower_bound", "upper_bound", "passed")
+    conn.execute(ins.on_conflict_do_update(
+        index_elements=[accuracy_results.c.run_id, accuracy_results.c.metric],
+        set_={c: ins.excluded[c] for c in cols},
+    ), [{"run_id": run_id, "metric": a.metric, "value": a.value, "lower_bound": a.lower_bound,
+         "upper_bound": a.upper_bound, "passed": a.passed}
+        for a in sorted(rec.accuracy, key=lambda a: a.metric)])
 
 
 def _chunks(items: Sequence[str], n: int) -> Iterable[Sequence[str]]:
@@ -164,7 +181,8 @@ def write(
     system_ids = _write_systems(conn, system_items)
     run_ids, runs_added = _write_runs(conn, run_records)
     # rows of one key in one import merge as they would across imports
-    by_key, differences = merge_all([*rows, *(r.row for r in run_records)])
+    by_key, differences = merge_all(
+        [*rows, *(r.row for r in run_records if r.row is not None)])
     keys = sorted(by_key)
     existing = rows_by_key(conn, keys)
     values: list[dict[str, Any]] = []

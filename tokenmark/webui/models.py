@@ -225,38 +225,45 @@ class RunSummaryOut(BaseModel):
     benchmark: str
     scenario: str
     system_id: str
-    value: float
+    value: float | None  # None: an accuracy run (no performance figure)
     unit: str
     tokenmark_validity: str
     mlperf_validity: str
     tokenmark_version: str
+    mode: str
 
     @classmethod
     def of(cls, r: RunRecord) -> RunSummaryOut:
-        return cls(run_hash=r.run_hash, started_utc=r.started_utc, round=r.row.round,
-                   benchmark=r.row.benchmark, scenario=r.row.scenario,
-                   system_id=r.row.system_id, value=r.row.value, unit=r.row.unit,
+        return cls(run_hash=r.run_hash, started_utc=r.started_utc, round=r.info("round"),
+                   benchmark=r.info("benchmark"), scenario=r.info("scenario"),
+                   system_id=r.info("system_id"),
+                   value=r.row.value if r.row is not None else None,
+                   unit=r.row.unit if r.row is not None else "",
                    tokenmark_validity=r.tokenmark_validity, mlperf_validity=r.mlperf_validity,
-                   tokenmark_version=r.tokenmark_version)
+                   tokenmark_version=r.tokenmark_version, mode=r.mode)
 
 
 class RunOut(RunSummaryOut):
     """A stored run whole: its ``results.json`` sections as they were imported."""
 
-    mode: str
     profile_note: str
     run: dict[str, Any]
     settings: dict[str, Any]
     summary: dict[str, Any]
     verdicts: dict[str, Any]
-    row: RowOut
+    row: RowOut | None  # None: an accuracy run
+    accuracy: list[dict[str, Any]]
 
     @classmethod
     def of(cls, r: RunRecord) -> RunOut:
         base = RunSummaryOut.of(r).model_dump()
-        return cls(**base, mode=r.mode, profile_note=r.profile_note, run=dict(r.run),
+        return cls(**base, profile_note=r.profile_note, run=dict(r.run),
                    settings=dict(r.settings), summary=dict(r.summary),
-                   verdicts=dict(r.verdicts), row=RowOut.of(r.row))
+                   verdicts=dict(r.verdicts),
+                   row=RowOut.of(r.row) if r.row is not None else None,
+                   accuracy=[{"metric": a.metric, "value": a.value,
+                              "lower_bound": a.lower_bound, "upper_bound": a.upper_bound,
+                              "passed": a.passed} for a in r.accuracy])
 
 
 class UploadOut(BaseModel):

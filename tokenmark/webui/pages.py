@@ -20,7 +20,14 @@ from fastapi.responses import HTMLResponse
 from tokenmark import results_api, results_tables
 from tokenmark.errors import BadInputError
 from tokenmark.report import comparison_data, report_data, run_report_data, script_json
-from tokenmark.resultrows import ResultRow, RunRecord, Tier, accelerator_key, round_order
+from tokenmark.resultrows import (
+    Label,
+    ResultRow,
+    RunRecord,
+    Tier,
+    accelerator_key,
+    round_order,
+)
 from tokenmark.webui.app import UiConfig, page
 
 __all__ = ["MAX_ROWS", "router", "run_document"]
@@ -103,7 +110,7 @@ def runs(request: Request, benchmark: Opt = None, scenario: Opt = None) -> HTMLR
 def run_document(rec: RunRecord) -> dict[str, Any]:
     """The ``results.json`` document of a stored run, as the report templates read it."""
     return {"schema": "tokenmark.results/1", "tokenmark_version": rec.tokenmark_version,
-            "label": rec.row.label.value, "profile_note": rec.profile_note,
+            "label": Label.UNVERIFIED.value, "profile_note": rec.profile_note,
             "label_note": "Result not verified by MLCommons Association.",
             "run": dict(rec.run), "settings": dict(rec.settings),
             "summary": dict(rec.summary), "verdicts": dict(rec.verdicts)}
@@ -117,7 +124,7 @@ def runs_compare(request: Request,
     if len(hashes) < 2:
         raise BadInputError("choose two or more runs to compare (tick them in the runs list)")
     recs = [results_api.get_run(h, db=db) for h in hashes]
-    cmp = comparison_data([(f"{r.row.system_id} {r.run_hash[:10]}", f"/runs/{r.run_hash}",
+    cmp = comparison_data([(f"{r.info('system_id')} {r.run_hash[:10]}", f"/runs/{r.run_hash}",
                             run_document(r)) for r in recs])
     return page(request, "run_compare.html.j2", cmp=cmp,
                 data_json=script_json({"comparison": cmp}))

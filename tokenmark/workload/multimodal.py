@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Protocol
 
 from tokenmark.dataset import Dataset, describe_dataset
@@ -29,6 +30,7 @@ from tokenmark.workload.images import ImageInfo, ImageSize, data_url, generate_p
 __all__ = ["GeneratedImages", "ImageDataset", "ImageSource"]
 
 _CACHE = 256  # samples (each holds its images' data URLs once built)
+_LOAD_BYTES = 1 << 30  # load_samples keeps at most this much image data in memory
 
 
 class ImageSource(Protocol):
@@ -68,6 +70,7 @@ class ImageDataset:
         self._src = images
         self._per = images_per_sample
         self._cache: OrderedDict[int, Sample] = OrderedDict()
+        self._keep = _CACHE
         self._bytes: dict[int, int] = {}
 
     @property
@@ -114,6 +117,18 @@ class ImageDataset:
                    images=self._per, image_bytes=nbytes,
                    expected_output_tokens=base.expected_output_tokens)
         self._cache[index] = s
-        if len(self._cache) > _CACHE:
+        if len(self._cache) > self._keep:
             self._cache.popitem(last=False)
         return s
+
+    def load_samples(self, indices: Sequence[int]) -> None:
+        """Make the images of these samples before the run (a 512 x 512 PNG costs ~25 ms
+        of CPU, which at send time would delay the sends behind it), keeping all of them
+        while their images total at most 1 GiB; later ones are made when sent."""
+        total = 0
+        for n, i in enumerate(dict.fromkeys(indices)):
+            self._keep = max(self._keep, n + 1)
+            total += self._bytes.get(i) or self.sample(i).image_bytes
+            if total > _LOAD_BYTES:
+                self._keep = max(_CACHE, n)
+                break
