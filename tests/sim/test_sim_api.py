@@ -39,8 +39,8 @@ def test_simulated_run_writes_a_results_folder(tmp_path: Path):
     assert n == res.summary.completed > 9000
     sim = doc["simulation"]
     assert sim["deployment"]["parallelism"] == {
-        "tp": 1, "pp": 1, "ep": 1, "replicas": 8, "accelerators_per_replica": 1,
-        "tp_spans_scale_up_domains": False}
+        "tp": 1, "dp": 1, "pp": 1, "ep": 1, "replicas": 8, "accelerators_per_replica": 1,
+        "tp_spans_scale_up_domains": False, "replica_spans_scale_up_domains": False}
     assert sim["explanation"]["binding_limit"] == "arrival rate"
     assert set(sim["explanation"]["step_time_split"]) == {
         "prefill_compute", "decode_compute", "weights_memory", "kv_memory",
@@ -76,8 +76,9 @@ def test_offline_follows_loadgen_padding_and_formula():
     (ClusterSpec("H100", "llama3.1-405b", nodes=1, per_node=2, precision="fp8"),
      r"needs 405 GB of weights; 2 x H100 give 144 GB usable"),
     (ClusterSpec("H200", "llama2-70b-99", nodes=1, per_node=8, tp=3),
-     r"tp 3 x pp 1 = 3 accelerators per replica does not divide the 8 accelerators"),
-    (ClusterSpec("H100", "llama3.1-8b", precision="fp4"), "H100 has no dense fp4"),
+     r"tp 3 x dp 1 x pp 1 = 3 accelerators per replica does not divide the 8 accelerators"),
+    (ClusterSpec("VR200", "llama3.1-8b", precision="bf16"),
+     "VR200 computes no format as wide as bf16"),
     (ClusterSpec("H200", "llama3.1-8b", nodes=0), "at least one node"),
 ])
 def test_bad_input_names_the_numbers(spec, message):
@@ -102,7 +103,7 @@ def test_planner_follows_the_documented_rules():
 def test_scaling_reports_efficiency_against_the_smallest_size():
     layered = build_settings("v6.0", "llama3.1-8b", Scenario.OFFLINE)
     spec = ClusterSpec("H200", "llama3.1-8b", per_node=8, efficiency=EFF)
-    pts = scaling(layered, spec, [8, 16], requests_per_replica=300)
+    pts = scaling(layered, spec, [8, 16], requests=300)
     assert [p.accelerators for p in pts] == [8, 16]
     assert pts[0].efficiency == 1.0 and pts[1].replicas == 16
     # identical, independent replicas: throughput scales with their count
@@ -110,8 +111,47 @@ def test_scaling_reports_efficiency_against_the_smallest_size():
     # a 16-way tensor-parallel replica: inside an NVL72 rack vs across two HGX nodes
     l405 = build_settings("v6.0", "llama3.1-405b", Scenario.OFFLINE)
     nvl = scaling(l405, ClusterSpec("GB200", "llama3.1-405b", per_node=4, tp=16,
-                                    efficiency=EFF), [16], requests_per_replica=100)[0]
+                                    efficiency=EFF), [16], requests=100)[0]
     hgx = scaling(l405, ClusterSpec("B200", "llama3.1-405b", per_node=8, tp=16,
-                                    efficiency=EFF), [16], requests_per_replica=100)[0]
+                                    efficiency=EFF), [16], requests=100)[0]
     assert nvl.note == "" and hgx.note == "replica spans scale-up domains"
     assert hgx.communication_share > nvl.communication_share
+
+
+def test_one_prediction_path_for_scaling_calibration_and_simulate():
+    # the same system predicted by simulate --scaling and by calibration's predict()
+    # (what the forward evaluation calls) gives the same figure, for Offline and Server;
+    # Server never above the same deployment's Offline
+    from tokenmark.sim.predict import predict
+    from tokenmark.sim.run import request_arrays
+    from tokenmark.sim_api import choose_plan, simulation_dataset
+
+    spec = ClusterSpec("H200", "llama3.1-8b", per_node=8, efficiency=EFF)
+    for sc in (Scenario.OFFLINE, Scenario.SERVER):
+        layered = build_settings("v6.0", "llama3.1-8b", sc)
+        ds = simulation_dataset(layered)
+        inp, out, enc = request_arrays(ds, "llama3.1-8b")
+        point = scaling(layered, spec, [8], dataset=ds, requests=400)[0]
+        p = predict(spec, sc.value, inp, out, offline_eff=EFF, latency_eff=EFF,
+                    limits=layered.settings.limits if sc is Scenario.SERVER else None,
+                    requests=400, encoder=enc)
+        assert point.tokens_per_second == p.value and point.deployment == p.plan.deployment.label
+        assert p.value <= p.offline_bound * (1 + 1e-12)
+        # a simulated run uses the deployment the same search chose
+        assert choose_plan(layered, spec, ds).deployment.label == p.plan.deployment.label
+
+
+def test_moe_layouts_are_searched_with_and_without_the_draft():
+    from tokenmark.sim.plan import candidates
+
+    labels = [p.deployment.label for p in candidates(
+        ClusterSpec("GB300", "deepseek-r1", nodes=18, per_node=4, efficiency=EFF,
+                    rules_round="v6.1"), 700, 3700)]
+    # a tp group with its experts, a node-wide data-parallel group, the whole NVL72 rack;
+    # each with and without the MTP draft (allowed from v6.0)
+    assert len(labels) == 6
+    assert sum("dp8 ep8" in x for x in labels) == 2 and sum("dp72 ep72" in x for x in labels) == 2
+    assert sum("spec3" in x for x in labels) == 3
+    before = candidates(ClusterSpec("GB300", "deepseek-r1", nodes=18, per_node=4,
+                                    efficiency=EFF, rules_round="v5.1"), 700, 3700)
+    assert not any(p.deployment.spec_tokens for p in before)  # v5.1 rules: no draft

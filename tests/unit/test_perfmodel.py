@@ -273,16 +273,22 @@ def test_disaggregated_engines_split_prefill_and_decode():
 def test_deployments_that_cannot_run():
     with pytest.raises(ConfigError, match=r"needs 138 GB of weights; 1 x H200"):
         ReplicaEngine(Deployment(H200, find_model("llama2-70b-99"), Precision.BF16))
-    with pytest.raises(ConfigError, match="H100 has no dense fp4"):
-        Deployment(find_accelerator("H100"), L8B, Precision.FP4).check()
+    # FP4 weights on Hopper (gpt-oss-120b's MXFP4 on H200) are weight-only: FP8 matmuls
+    assert Deployment(find_accelerator("H100"), L8B, Precision.FP4).compute_dtype is Precision.FP8
+    assert Deployment(H200, L8B, Precision.INT8).compute_dtype is Precision.FP8
+    assert Deployment(find_accelerator("Arc Pro B60"), L8B,
+                      Precision.INT8).compute_dtype is Precision.BF16
+    with pytest.raises(ConfigError, match="VR200 computes no format as wide as bf16"):
+        Deployment(find_accelerator("VR200"), L8B, Precision.BF16).check()
     with pytest.raises(ConfigError, match="expert parallelism 2 needs a mixture-of-experts"):
         Deployment(H200, L8B, ep=2, tp=2).check()
     mix = find_model("mixtral-8x7b")
-    with pytest.raises(ConfigError, match="expert parallelism 3 does not divide the 4"):
+    with pytest.raises(ConfigError,
+                       match="expert parallelism 3 does not divide the 4 accelerators of a"):
         Deployment(H200, mix, tp=4, ep=3).check()
     with pytest.raises(ConfigError, match="pipeline parallelism 40 exceeds"):
         Deployment(H200, L8B, pp=40).check()
-    with pytest.raises(ConfigError, match=r"2 replicas x tp 2 x pp 1 = 4 accelerators, but "
+    with pytest.raises(ConfigError, match=r"2 replicas x tp 2 x dp 1 x pp 1 = 4 accelerators, but "
                                           r"the topology has 8 \(1 nodes x 8\)"):
         Deployment(H200, L8B, tp=2, replicas=2, topology=Topology(1, 8)).check()
     with pytest.raises(ConfigError, match="needs at least one decode replica"):

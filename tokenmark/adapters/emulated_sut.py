@@ -31,7 +31,7 @@ from tokenmark.engines.emulated import Emulator, EmulatorSpec, OutputIds
 from tokenmark.errors import BadInputError
 from tokenmark.perfmodel import Deployment
 from tokenmark.perfmodel.outputs import OutputPlan, OutputPlanner, output_model, prompt_key
-from tokenmark.perfmodel.vision import VisionEncoder, prompt_image, vision_encoder
+from tokenmark.perfmodel.vision import VisionEncoder, chat_images, vision_encoder
 from tokenmark.records import ErrorClass, Query, Sample, TokenSource
 from tokenmark.sut import ResponseHandle
 from tokenmark.tokenizer import BuiltinTokenizer
@@ -220,16 +220,4 @@ class EmulatedSUT:
         msgs = s.messages if s.is_chat else None
         if msgs is None:
             return 0, 0.0, [s.prompt.encode()]
-        parts: list[bytes] = []
-        tokens = 0
-        flops = 0.0
-        name = self.deployment.model.name
-        for m in msgs:
-            if not m.images or m.content:
-                parts.append(m.content.encode())
-            for url in m.images:
-                img = prompt_image(self.vision, url, name)
-                tokens += img.tokens
-                flops += img.flops
-                parts.append(img.key)
-        return tokens, flops, parts
+        return chat_images(self.vision, msgs, self.deployment.model.name)

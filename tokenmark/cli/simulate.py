@@ -39,7 +39,14 @@ def simulate_cmd(
         help="bf16, fp8 or fp4 (default: the narrowest the accelerator computes).")] = None,
     tp: Annotated[int | None, typer.Option(help="Tensor parallelism (default: planned).")] = None,
     pp: Annotated[int, typer.Option(help="Pipeline parallelism.")] = 1,
-    ep: Annotated[int, typer.Option(help="Expert parallelism (MoE models).")] = 1,
+    ep: Annotated[int | None, typer.Option(
+        help="Expert parallelism (MoE models; default: searched).")] = None,
+    dp: Annotated[int | None, typer.Option(
+        help="Attention data-parallel groups per replica (MoE models; default: "
+        "searched).")] = None,
+    spec_tokens: Annotated[int | None, typer.Option(
+        help="Tokens the model's own draft proposes per step (speculative decoding; 0: "
+        "off; default: searched where the round allows it).")] = None,
     max_num_seqs: Annotated[int | None, typer.Option(help="Sequences per replica.")] = None,
     max_batched_tokens: Annotated[int, typer.Option(
         help="Chunked-prefill token budget per step.")] = 8192,
@@ -89,21 +96,25 @@ def simulate_cmd(
             eff = Efficiency(mfu=mfu or 0.45, mbu=mbu or 0.75, source="command line")
         spec = ClusterSpec(accelerator, benchmark, nodes=nodes, per_node=per_node,
                            scale_up=scale_up, scale_out_gb_s=scale_out_gbps,
-                           precision=precision, tp=tp, pp=pp, ep=ep, max_num_seqs=max_num_seqs,
+                           precision=precision, tp=tp, pp=pp, ep=ep, dp=dp,
+                           spec_tokens=spec_tokens, max_num_seqs=max_num_seqs,
                            max_batched_tokens=max_batched_tokens,
                            prefill_replicas=prefill_replicas, stack=stack, efficiency=eff,
-                           scenario=sc.value)
+                           scenario=sc.value, rules_round=round_)
         if scaling_sizes:
             sizes = [int(x) for x in scaling_sizes.split(",") if x.strip()]
             pts = scaling(layered, spec, sizes, dataset=simulation_dataset(layered))
             t = Table(title=f"Predicted scaling: {benchmark} {sc.value} on {accelerator} "
                       "(simulated, unverified)", title_justify="left")
-            for col in ("accelerators", "nodes", "domain", "tp x replicas", "tokens/s",
+            for col in ("accelerators", "nodes", "domain", "layout", "replicas", "tokens/s",
                         "per accel.", "efficiency", "comm. share", "binding"):
                 t.add_column(col, justify="right")
             for p in pts:
-                t.add_row(str(p.accelerators), str(p.nodes), str(p.scale_up_domain),
-                          f"{p.tp} x {p.replicas}", f"{p.tokens_per_second:,.0f}",
+                layout = f"tp {p.tp}" + (f" dp {p.dp}" if p.dp > 1 else "")
+                layout += (f" ep {p.ep}" if p.ep > 1 else "") + (
+                    f" spec {p.spec_tokens}" if p.spec_tokens else "")
+                t.add_row(str(p.accelerators), str(p.nodes), str(p.scale_up_domain), layout,
+                          str(p.replicas), f"{p.tokens_per_second:,.0f}",
                           f"{p.per_accelerator:,.0f}", f"{p.efficiency:.3f}",
                           f"{p.communication_share:.1%}", p.binding_limit)
             out.print(t)

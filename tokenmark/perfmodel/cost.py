@@ -8,25 +8,39 @@ token budget. Its time is
 
 per accelerator of the replica (all of them work in lock-step):
 
-- compute = FLOPs / (tp x pp) / (dense peak at the precision x the efficiency's
-  :meth:`~tokenmark.perfmodel.Efficiency.mfu_for` the model's width), FLOPs being
-  ``2 x body parameters`` per token processed, ``2 x vocab x hidden`` per token that
-  produces a logit (decode tokens and each prefill chunk's last), and attention
-  (QK and AV over every (query, context) pair; see
-  :meth:`~tokenmark.perfmodel.hardware.ModelArch.attention_flops_per_pair`);
-- memory = (weights / tp + KV traffic / (tp x pp)) / (bandwidth x ``mbu``): every
+- compute = FLOPs / (tp x dp x pp) / (dense peak at the deployment's compute precision
+  x the efficiency's :meth:`~tokenmark.perfmodel.Efficiency.mfu_for` the model's
+  width), FLOPs being ``2 x body parameters`` per token processed (for a
+  mixture-of-experts model the routed experts' share scaled by
+  :meth:`CostModel.imbalance`, the busiest accelerator's excess under expert
+  parallelism), ``2 x vocab x hidden`` per token that produces a logit (decode tokens
+  and each prefill chunk's last), and attention (QK and AV over every (query, context)
+  pair; see :meth:`~tokenmark.perfmodel.hardware.ModelArch.attention_flops_per_pair`);
+- memory = (weights read + KV traffic) / (bandwidth x ``mbu``) per accelerator: every
   pipeline stage reads its weights once per microbatch and ``pp`` microbatches are in
-  flight, so a step costs each accelerator ``weights / tp`` of reads; for
-  mixture-of-experts models only the experts a step's tokens touch are read (uniform
-  routing); KV traffic reads every context token once and writes the new ones;
-- communication = tensor-parallel all-reduces (two per layer, one when experts are
-  spread by expert parallelism, which uses an all-to-all instead), pipeline hand-offs
-  and expert all-to-alls, over the scale-up link when the group fits one scale-up
-  domain and over the scale-out network otherwise;
+  flight, so a step costs each accelerator its group's share (``/ tp``) of the
+  non-expert weights and its share (``/ (tp x dp)``) of the routed experts the step's
+  tokens touch (uniform routing); KV traffic reads every context token once and writes
+  the new ones, each copy counted (a KV head shared by several tensor-parallel
+  accelerators, and MLA's latent, are read by each of them:
+  :meth:`~tokenmark.perfmodel.hardware.ModelArch.kv_replication`);
+- communication = tensor-parallel all-reduces of each attention group's tokens (two per
+  layer, one when experts are spread by expert parallelism, which uses an all-to-all
+  instead) over the scale-up link when the group fits one scale-up domain and over the
+  scale-out network otherwise; pipeline hand-offs; and the experts' all-to-all
+  (dispatch and combine of ``k`` copies of each token's activations), whose traffic to
+  accelerators outside the sender's scale-up domain goes over the scale-out network
+  while the rest goes over the scale-up link;
 - overhead = ``step_overhead_ns`` + ``seq_overhead_ns`` x sequences in the step;
 - a vision-language model's step that starts prefilling a request with images also runs
   the vision encoder on them: ``encoder_flops`` (:mod:`~tokenmark.perfmodel.vision`) at
   the efficiency of the encoder's width, counted as prefill compute.
+
+With speculative decoding (``spec_tokens`` = s) each decoding sequence runs ``1 + s``
+tokens through the model (compute, all-to-all and expert touches for all of them; its
+context is read once) after ``s`` draft passes, each costing the draft's layers'
+share of the model's per-token work and weight reads plus the output head; the engine
+then advances the sequence by the draft's mean tokens per step.
 
 :meth:`CostModel.components` returns the parameter-free parts (compute and memory time
 at 100% efficiency, communication, sequence count), which is what calibration fits
@@ -37,6 +51,7 @@ context lengths), so a step costs O(1) whatever the batch size.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -111,87 +126,148 @@ class CostModel:
         eff = d.efficiency
         topo = d.topo
         n = d.per_replica
-        self._peak_per_ns = n * acc.tflops_at(d.precision) * 1e12 / 1e9  # FLOP/ns
+        self._peak_per_ns = n * acc.tflops_at(d.compute_dtype) * 1e12 / 1e9  # FLOP/ns
         self._bw_per_ns = acc.hbm_tb_s * 1e12 / 1e9  # B/ns per accelerator
         self._wbytes = d.precision.bytes
-        self._kv = d.kv_bytes_per_token
+        # KV bytes per token of context, each copy counted (see ModelArch.kv_replication)
+        self._kv = d.kv_bytes_per_token * d.kv_replication
         self._n = n
         self._body2 = 2.0 * m.body_params
+        self._routed2 = 2.0 * m.routed_active  # of _body2: the routed experts' share
         self._head2 = 2.0 * m.head_params
         self._attn_p = m.attention_flops_per_pair(decode=False)
         self._attn_d = m.attention_flops_per_pair(decode=True)
+        # weight bytes one accelerator reads per step: the non-expert weights of its
+        # group's share (over tp) and its share of the routed experts touched
+        self._w_shared = m.shared_params * self._wbytes / d.tp
+        self._w_experts = m.expert_total * self._wbytes / (d.tp * d.dp)
         up = acc.scale_up_gb_s_bidir / 2  # GB/s one direction
         out = topo.scale_out_gb_s
         link = eff.link_efficiency
-        tp_bw = (out if d.tp_spans_domains or up <= 0 else up) * link  # B/ns
+        self._up_bw = max((up if up > 0 else out) * link, 1e-9)  # B/ns
+        self._out_bw = max(out * link, 1e-9)
+        tp_bw = (out if d.tp_spans_domains or up <= 0 else up) * link
         rep_bw = (out if d.replica_spans_domains or up <= 0 else up) * link
         self._tp_bw = max(tp_bw, 1e-9)
         self._rep_bw = max(rep_bw, 1e-9)
         moe_a2a = m.is_moe and d.ep > 1
         self._ar_per_layer = 1 if moe_a2a else 2
         self._moe_a2a = moe_a2a
+        # the all-to-all's destinations outside the sender's scale-up domain
+        dom = min(d.ep, topo.domain)
+        self._a2a_out = (d.ep - dom) / (d.ep - 1) if d.ep > 1 else 0.0
+        self._ln_ep = math.log(d.ep) if d.ep > 1 else 0.0
         self._mfu = eff.mfu_for(m.hidden)
         enc = vision_encoder(m)
         self._mfu_enc = eff.mfu_for(enc.hidden) if enc is not None else self._mfu
         self._has_comm = d.tp > 1 or d.pp > 1 or moe_a2a
+        # speculative decoding: each decoding sequence runs 1 + s tokens through the
+        # model, after s passes of the draft (its layers' share of the body, and the
+        # output head) at one token per sequence
+        self._verify = 1 + d.spec_tokens
+        self._spec = d.spec_tokens
+        draft = m.draft
+        frac = draft.layers / m.layers if (draft is not None and d.spec_tokens) else 0.0
+        self._draft_frac = frac
+        self.linear_decode = not m.is_moe and not d.spec_tokens
+        # decode steps: per-context-token compute and KV read at the efficiency
+        self._ctx_compute = self._attn_d * self._verify / self._peak_per_ns / self._mfu
+        self._ctx_kv = self._kv / self._n / self._bw_per_ns / eff.mbu
+        self._by_seqs: dict[int, tuple[float, float, float, float]] = {}
+
+    def imbalance(self, tokens: float) -> float:
+        """How much longer the busiest accelerator's routed-expert work takes than the
+        mean under expert parallelism: each of a step's ``tokens x k`` expert
+        assignments lands on one of ``ep`` accelerators uniformly, so the busiest holds
+        about ``mean + sqrt(2 ln(ep) x mean)`` (the expected maximum of ``ep`` nearly
+        normal counts), a factor ``1 + sqrt(2 ln(ep) / mean)`` that fades as the step
+        grows; capped at ``ep`` (everything on one)."""
+        if not self._moe_a2a or tokens <= 0:
+            return 1.0
+        mean = tokens * self.d.model.experts_active / self.d.ep
+        return min(float(self.d.ep), 1.0 + math.sqrt(2.0 * self._ln_ep / mean))
+
+    def _weights(self, tokens: float) -> float:
+        """Weight bytes one accelerator reads in a step over ``tokens`` tokens."""
+        return self._w_shared + self._w_experts * self.d.model.touched_share(tokens)
 
     def components(
         self,
         prefill_tokens: int,
         prefill_pairs: float,
-        prefill_ctx: int,
+        prefill_ctx: float,
         prefill_seqs: int,
         decode_seqs: int,
-        decode_ctx: int,
+        decode_ctx: float,
     ) -> StepComponents:
         """Parameter-free parts of a step from its aggregates: prefill chunks totalling
         ``prefill_tokens`` over ``prefill_seqs`` sequences, with ``prefill_pairs`` =
         sum of n*c + n(n+1)/2 and ``prefill_ctx`` = sum of c (c: context before the
-        chunk), and ``decode_seqs`` decode tokens over contexts summing to
-        ``decode_ctx``."""
-        d = self.d
-        m = d.model
-        tokens = prefill_tokens + decode_seqs
+        chunk), and ``decode_seqs`` decoding sequences over contexts summing to
+        ``decode_ctx`` (each running ``1 + spec_tokens`` tokens through the model)."""
+        v = self._verify
+        t_dec = decode_seqs * v
+        tokens = prefill_tokens + t_dec
         if tokens <= 0:
             return StepComponents(0.0, 0.0, 0.0, 0, 0.0, 0.0)
-        f_pre = (self._body2 * prefill_tokens + self._head2 * prefill_seqs
-                 + self._attn_p * prefill_pairs)
-        f_dec = self._body2 * decode_seqs + self._head2 * decode_seqs + self._attn_d * decode_ctx
+        body = self._body2 + self._routed2 * (self.imbalance(tokens) - 1.0)
+        f_pre = body * prefill_tokens + self._head2 * prefill_seqs + self._attn_p * prefill_pairs
+        f_dec = (body + self._head2) * t_dec + self._attn_d * decode_ctx * v
+        weights = self._weights(tokens)
+        comm = self._comm(tokens)
+        if self._spec and decode_seqs:
+            f_draft, w_draft, c_draft = self._draft_pass(decode_seqs)
+            f_dec += self._spec * f_draft
+            weights += self._spec * w_draft
+            comm += self._spec * c_draft
         flops = f_pre + f_dec
-        weights = m.weights_read(tokens) * self._wbytes / d.tp
         kv = self._kv * (decode_ctx + prefill_ctx + tokens) / self._n
         compute0 = flops / self._peak_per_ns
         memory0 = (weights + kv) / self._bw_per_ns
-        comm = self._comm(tokens)
         return StepComponents(compute0, memory0, comm, prefill_seqs + decode_seqs,
                               f_pre / flops, kv / (weights + kv))
 
-    def _comm(self, tokens: int) -> float:
+    def _draft_pass(self, seqs: int) -> tuple[float, float, float]:
+        """One draft pass over ``seqs`` sequences: FLOPs, weight bytes per accelerator
+        and communication, as the draft's layers' share of the model's and one use of
+        the output head (the draft shares the target's embedding and head)."""
+        f = self._draft_frac
+        body = self._body2 + self._routed2 * (self.imbalance(seqs) - 1.0)
+        flops = (f * body + self._head2) * seqs
+        weights = f * self._weights(seqs) + self._head2 / 2 * self._wbytes / self.d.tp
+        return flops, weights, f * self._comm(seqs)
+
+    def _comm(self, tokens: float) -> float:
         d = self.d
         m = d.model
         eff = d.efficiency
         comm = 0.0
         act = m.hidden * 2.0  # bf16 activations per token
-        if d.tp > 1:
-            per_op = tokens / d.pp * act
+        if d.tp > 1:  # each attention group all-reduces its own tokens
+            per_op = tokens / d.dp / d.pp * act
             ring = 2.0 * (d.tp - 1) / d.tp * per_op / self._tp_bw
             comm += m.layers * self._ar_per_layer * (ring + eff.allreduce_latency_ns)
         if d.pp > 1:
             comm += (d.pp - 1) * (tokens * act / self._rep_bw + eff.allreduce_latency_ns)
         if self._moe_a2a:
+            # dispatch and combine: each accelerator of the stage sends its share of the
+            # tokens to their k experts, (ep - 1) / ep of them elsewhere; the share
+            # beyond its scale-up domain goes over the scale-out network at the same time
             frac = (d.ep - 1) / d.ep
-            per_layer = 2.0 * tokens * m.experts_active * act * frac / self._n
-            comm += m.layers * (per_layer / self._rep_bw + 2 * eff.allreduce_latency_ns)
+            sent = 2.0 * tokens / (d.tp * d.dp) * m.experts_active * act * frac
+            out = self._a2a_out
+            t = max(sent * (1.0 - out) / self._up_bw, sent * out / self._out_bw)
+            comm += m.layers * (t + 2 * eff.allreduce_latency_ns)
         return comm
 
     def cost(
         self,
         prefill_tokens: int,
         prefill_pairs: float,
-        prefill_ctx: int,
+        prefill_ctx: float,
         prefill_seqs: int,
         decode_seqs: int,
-        decode_ctx: int,
+        decode_ctx: float,
         encoder_flops: float = 0.0,
     ) -> StepCost:
         """The step's time under the deployment's efficiency (arguments as
@@ -212,37 +288,38 @@ class CostModel:
         return StepCost(int(total), int(compute), int(memory), int(c.comm_ns), int(overhead),
                         share, c.kv_byte_share, int(serial))
 
-    def decode_cost(self, decode_seqs: int, decode_ctx: int) -> StepCost:
-        """:meth:`cost` of a step with no prefill (the common case, kept cheap)."""
-        if decode_seqs <= 0:
-            return self.cost(0, 0.0, 0, 0, 0, 0)
-        d = self.d
-        eff = d.efficiency
-        flops = (self._body2 + self._head2) * decode_seqs + self._attn_d * decode_ctx
-        m = d.model
-        w_params = m.total_params if not m.is_moe else m.weights_read(decode_seqs)
-        weights = w_params * self._wbytes / d.tp
-        kv = self._kv * (decode_ctx + decode_seqs) / self._n
-        compute = flops / self._peak_per_ns / self._mfu
-        memory = (weights + kv) / self._bw_per_ns / eff.mbu
-        comm = self._comm(decode_seqs) if self._has_comm else 0.0
-        overhead = eff.step_overhead_ns + eff.seq_overhead_ns * decode_seqs
-        top, low = (compute, memory) if compute >= memory else (memory, compute)
-        serial = eff.serial_fraction * low
-        return StepCost(int(top + serial + comm + overhead), int(compute), int(memory),
-                        int(comm), int(overhead), 0.0, kv / (weights + kv), int(serial))
+    def decode_cost(self, decode_seqs: int, decode_ctx: float) -> StepCost:
+        """:meth:`cost` of a step with no prefill (the common case)."""
+        return self.cost(0, 0.0, 0, 0, decode_seqs, decode_ctx)
+
+    def decode_parts(self, seqs: int, ctx: float) -> tuple[float, float, float, float]:
+        """A decode-only step's compute, weight-read, KV-read and communication times
+        (ns, at the deployment's efficiency), for loops that cost many steps: equal to
+        :meth:`components` under the efficiency, with the parts that depend only on the
+        batch size kept per size."""
+        got = self._by_seqs.get(seqs)
+        if got is None:
+            c = self.components(0, 0.0, 0, 0, seqs, 0.0)
+            eff = self.d.efficiency
+            weights = c.memory0_ns * (1.0 - c.kv_byte_share) / eff.mbu
+            kv_fixed = c.memory0_ns * c.kv_byte_share / eff.mbu  # the new tokens' writes
+            got = (c.compute0_ns / self._mfu, weights, kv_fixed, c.comm_ns)
+            if len(self._by_seqs) < 65536:
+                self._by_seqs[seqs] = got
+        compute, weights, kv_fixed, comm = got
+        return (compute + self._ctx_compute * ctx, weights, kv_fixed + self._ctx_kv * ctx,
+                comm)
 
     def decode_coefficients(self) -> tuple[float, float, float, float, float, float]:
-        """Coefficients of a decode-only step's time at this deployment's efficiency:
-        compute = a x seqs + b x context sum; memory = w + c x (context sum + seqs)
-        (``w`` is -1 for mixture-of-experts models, whose weight reads depend on the
-        batch); overhead = o + q x seqs. For callers that cost many steps in a loop."""
+        """Coefficients of a decode-only step's time at this deployment's efficiency,
+        for a dense model without speculative decoding (:attr:`linear_decode`):
+        compute = a x seqs + b x context sum; memory = w + c x (context sum + seqs);
+        overhead = o + q x seqs. For callers that cost many steps in a loop."""
         d = self.d
         eff = d.efficiency
-        m = d.model
         a = (self._body2 + self._head2) / self._peak_per_ns / self._mfu
         b = self._attn_d / self._peak_per_ns / self._mfu
-        w = -1.0 if m.is_moe else m.total_params * self._wbytes / d.tp / self._bw_per_ns / eff.mbu
+        w = self._w_shared / self._bw_per_ns / eff.mbu
         c = self._kv / self._n / self._bw_per_ns / eff.mbu
         return a, b, w, c, float(eff.step_overhead_ns), float(eff.seq_overhead_ns)
 
@@ -251,12 +328,6 @@ class CostModel:
         """:attr:`Efficiency.serial_fraction` of the deployment (for loops that cost
         decode steps from :meth:`decode_coefficients`)."""
         return self.d.efficiency.serial_fraction
-
-    def moe_weight_ns(self, tokens: int) -> float:
-        """Weight-read time of a mixture-of-experts step over ``tokens`` tokens."""
-        d = self.d
-        return (d.model.weights_read(tokens) * self._wbytes / d.tp / self._bw_per_ns
-                / d.efficiency.mbu)
 
     @property
     def has_comm(self) -> bool:

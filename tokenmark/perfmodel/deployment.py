@@ -4,10 +4,18 @@ efficiently the software runs it.
 - :class:`Topology`: nodes x accelerators per node, the size of one scale-up domain
   (8 for an HGX board, 72 for an NVL72 rack) and the scale-out bandwidth per
   accelerator beyond it;
-- parallelism on :class:`Deployment`: ``tp`` (tensor), ``pp`` (pipeline), ``ep``
-  (expert, for mixture-of-experts models; within a replica's ``tp x pp``
-  accelerators) and ``replicas`` (data parallel). One replica spans ``tp x pp``
-  accelerators;
+- parallelism on :class:`Deployment`: ``tp`` (tensor), ``dp`` (attention data
+  parallelism inside a replica: ``dp`` groups of ``tp`` accelerators, each attending
+  to its own sequences, stepping in lock-step through the shared experts), ``pp``
+  (pipeline), ``ep`` (expert parallelism for mixture-of-experts models: the routed
+  experts spread over ``ep`` accelerators of a stage, tokens sent to them by an
+  all-to-all) and ``replicas`` (independent copies). One replica spans
+  ``tp x dp x pp`` accelerators; its routed experts are split over all of a stage's
+  ``tp x dp`` (by expert parallelism, and by tensor parallelism inside an expert where
+  ``ep`` is smaller), its other weights (attention, embeddings, dense and shared
+  layers) over the ``tp`` of each group, so they are held ``dp`` times;
+- speculative decoding (``spec_tokens`` > 0): the model's own draft
+  (:class:`~tokenmark.perfmodel.hardware.Draft`) proposes that many tokens per step;
 - :class:`ServingPolicy`: continuous batching with a cap on sequences, a chunked
   prefill token budget per step, the memory fraction for weights and KV cache, and
   prefill/decode disaggregation (``prefill_replicas`` of the replicas only prefill
@@ -120,10 +128,38 @@ class Deployment:
     ep: int = 1  # expert parallel degree within a replica
     topology: Topology | None = None  # None: the replicas packed on 8-accelerator nodes
     kv_precision: Precision | None = None  # None: fp8 for fp8/fp4 weights, else bf16
+    dp: int = 1  # attention data-parallel groups in a replica (MoE models)
+    spec_tokens: int = 0  # tokens the model's draft proposes per step (0: none)
 
     @property
     def per_replica(self) -> int:
-        return self.tp * self.pp
+        return self.tp * self.dp * self.pp
+
+    @property
+    def compute_dtype(self) -> Precision:
+        """The precision the matmuls run at (weight-only quantisation where the
+        accelerator does not compute the weight format)."""
+        return self.accelerator.compute_precision(self.precision)
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Mean tokens a decoding sequence makes per step (1 without a draft)."""
+        if self.spec_tokens and self.model.draft is not None:
+            return self.model.draft.tokens_per_step(self.spec_tokens)
+        return 1.0
+
+    @property
+    def kv_replication(self) -> int:
+        return self.model.kv_replication(self.tp)
+
+    @property
+    def expert_slots(self) -> int:
+        """Routed experts held by a stage: ``E`` when ``ep`` divides it, else
+        ``ceil(E / ep)`` on each of the ``ep`` accelerators (the spare slots hold
+        copies of the busiest experts, as expert-parallel load balancers place them:
+        DeepSeek's 256 experts on 72 GPUs are 288 slots)."""
+        e = self.model.routed_experts
+        return -(-e // self.ep) * self.ep if self.ep > 1 else e
 
     @property
     def accelerators_total(self) -> int:
@@ -147,14 +183,21 @@ class Deployment:
     def label(self) -> str:
         bench = self.model.benchmarks[0] if self.model.benchmarks else self.model.name
         par = f"x{self.tp}" + (f" pp{self.pp}" if self.pp > 1 else "")
+        par += f" dp{self.dp}" if self.dp > 1 else ""
         par += f" ep{self.ep}" if self.ep > 1 else ""
+        par += f" spec{self.spec_tokens}" if self.spec_tokens else ""
         per = par + (f" x{self.replicas} replicas" if self.replicas > 1 else "")
         return f"emulated {self.accelerator.short} {per}, {bench}, {self.precision.value}"
 
     @property
     def weight_bytes(self) -> float:
-        """Weights of one replica (all its accelerators together)."""
-        return self.model.total_params * self.precision.bytes
+        """Weights of one replica (all its accelerators together): the routed experts
+        once, everything else once per attention group, and the draft's weights."""
+        m = self.model
+        params = m.shared_params * self.dp + m.expert_params * self.expert_slots
+        if self.spec_tokens and m.draft is not None:
+            params += m.draft.params
+        return params * self.precision.bytes
 
     @property
     def kv_bytes_per_token(self) -> float:
@@ -168,7 +211,9 @@ class Deployment:
 
     @property
     def kv_capacity_tokens(self) -> int:
-        return int((self.usable_bytes - self.weight_bytes) // self.kv_bytes_per_token)
+        """KV-cache tokens the replica holds (each kept ``kv_replication`` times)."""
+        per = self.kv_bytes_per_token * self.kv_replication
+        return int((self.usable_bytes - self.weight_bytes) // per)
 
     @property
     def tp_spans_domains(self) -> bool:
@@ -182,18 +227,27 @@ class Deployment:
     def single_replica(self) -> Deployment:
         """One replica of this deployment, still in its scale-up domain (so its
         collectives cost what they cost in the full cluster)."""
-        topo = Topology(nodes=1, per_node=self.per_replica, scale_up=self.topo.domain,
+        topo = Topology(nodes=1, per_node=self.per_replica,
+                        scale_up=min(self.topo.domain, self.per_replica),
                         scale_out_gb_s=self.topo.scale_out_gb_s)
         return replace(self, replicas=1, topology=topo,
                        policy=replace(self.policy, prefill_replicas=0))
 
     def check(self) -> None:
         """Raise ConfigError, with the numbers, if this deployment cannot run."""
-        for name in ("tp", "pp", "ep", "replicas"):
+        for name in ("tp", "pp", "ep", "dp", "replicas"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1 (got {getattr(self, name)})")
-        self.accelerator.tflops_at(self.precision)
+        _ = self.compute_dtype  # raises when the accelerator computes nothing wide enough
         m = self.model
+        if self.dp > 1 and self.pp > 1:
+            raise ConfigError(f"attention data parallelism (dp {self.dp}) with pipeline "
+                              f"parallelism (pp {self.pp}) is not modelled; use one")
+        if self.spec_tokens < 0:
+            raise ConfigError(f"speculative tokens must be >= 0 (got {self.spec_tokens})")
+        if self.spec_tokens and m.draft is None:
+            raise ConfigError(f"{m.name} has no draft model for speculative decoding in "
+                              "drafts.csv (use --spec-tokens 0)")
         if self.pp > m.layers:
             raise ConfigError(
                 f"pipeline parallelism {self.pp} exceeds {m.name}'s {m.layers} layers"
@@ -204,20 +258,21 @@ class Deployment:
                     f"expert parallelism {self.ep} needs a mixture-of-experts model; "
                     f"{m.name} is dense (use --ep 1)"
                 )
-            if self.per_replica % self.ep:
+            stage = self.tp * self.dp
+            if stage % self.ep:
                 raise ConfigError(
-                    f"expert parallelism {self.ep} does not divide the {self.per_replica} "
-                    f"accelerators of a replica (tp {self.tp} x pp {self.pp})"
+                    f"expert parallelism {self.ep} does not divide the {stage} "
+                    f"accelerators of a pipeline stage (tp {self.tp} x dp {self.dp})"
                 )
-            if m.routed_experts % self.ep:
+            if self.ep > m.routed_experts:
                 raise ConfigError(
-                    f"expert parallelism {self.ep} does not divide {m.name}'s "
+                    f"expert parallelism {self.ep} exceeds {m.name}'s "
                     f"{m.routed_experts} experts"
                 )
         topo = self.topology
         if topo is not None and topo.total != self.accelerators_total:
             raise ConfigError(
-                f"{self.replicas} replicas x tp {self.tp} x pp {self.pp} = "
+                f"{self.replicas} replicas x tp {self.tp} x dp {self.dp} x pp {self.pp} = "
                 f"{self.accelerators_total} accelerators, but the topology has "
                 f"{topo.total} ({topo.nodes} nodes x {topo.per_node})"
             )
@@ -230,8 +285,8 @@ class Deployment:
             weights = self.weight_bytes / 1e9
             usable = self.usable_bytes / 1e9
             per_acc = self.accelerator.hbm_gb * self.policy.gpu_memory_utilization
-            need = math.ceil((weights + MIN_KV_TOKENS * self.kv_bytes_per_token / 1e9)
-                             / per_acc)
+            kv_gb = MIN_KV_TOKENS * self.kv_bytes_per_token * self.kv_replication / 1e9
+            need = math.ceil((weights + kv_gb) / per_acc)
             raise ConfigError(
                 f"{m.name} at {self.precision.value} needs {weights:,.0f} GB of "
                 f"weights; {self.per_replica} x {self.accelerator.short} give {usable:,.0f} "

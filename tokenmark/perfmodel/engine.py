@@ -32,6 +32,7 @@ and their first token already made, so they only decode.
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections import deque
 from dataclasses import dataclass, field
@@ -64,7 +65,9 @@ class _Req:
     remote: bool = False  # prefilled elsewhere (disaggregated decode)
     prefilled: int = 0
     width: int = 1  # sequences it decodes at once (beam search width)
+    rate: float = 1.0  # tokens each of its sequences makes per decode step
     fin: int = -1  # the step of its last token, once it decodes
+    start: int = -1  # the step of its first decoded token
     enc: float = 0.0  # vision-encoder FLOPs still to run (charged with its first chunk)
 
     @property
@@ -108,7 +111,7 @@ class EngineStats:
     memory_bound_ns: int = 0
     max_batch: int = 0
     batch_ns: float = 0.0  # sum of batch x step time (for a time-weighted mean)
-    decode_tokens: int = 0
+    decode_tokens: float = 0.0  # tokens made by decode steps
     prefill_tokens: int = 0
     waiting_steps: int = 0  # steps after which requests were still queued
     limited_steps: dict[str, int] = field(default_factory=dict)
@@ -116,8 +119,11 @@ class EngineStats:
     #: per step: its duration and decode tokens (the inter-token gaps it produced)
     step_ns: array[int] = field(default_factory=lambda: array("q"))
     step_decodes: array[int] = field(default_factory=lambda: array("q"))
+    #: tokens a sequence makes per decode step (speculative decoding: more than 1, so a
+    #: token's mean gap is the step's time over it)
+    tokens_per_step: float = 1.0
 
-    def add(self, plan: StepPlan) -> None:
+    def add(self, plan: StepPlan, made: float | None = None) -> None:
         c = plan.cost
         t = c.total_ns
         self.steps += 1
@@ -143,7 +149,8 @@ class EngineStats:
         if plan.batch > self.max_batch:
             self.max_batch = plan.batch
         self.batch_ns += plan.batch * t
-        self.decode_tokens += plan.decode_tokens
+        made = plan.decode_tokens if made is None else made
+        self.decode_tokens += made
         self.prefill_tokens += plan.prefill_tokens
         if plan.waiting:
             self.waiting_steps += 1
@@ -152,7 +159,7 @@ class EngineStats:
         if plan.kv_used_tokens > self.kv_peak_tokens:
             self.kv_peak_tokens = plan.kv_used_tokens
         self.step_ns.append(t)
-        self.step_decodes.append(plan.decode_tokens)
+        self.step_decodes.append(int(round(made)))
 
     def add_decode(self, c: StepCost, n_dec: int, kv_used: int) -> None:
         """:meth:`add` for a decode-only step with nothing waiting."""
@@ -191,21 +198,29 @@ class ReplicaEngine:
         self.d = d
         self.cost = CostModel(d)
         self._coef = self.cost.decode_coefficients()
+        self._a = d.tokens_per_step  # tokens a decoding sequence makes per step
+        self._verify = 1 + d.spec_tokens  # tokens per sequence through the model
         self.capacity = d.kv_capacity_tokens
         self.prefill_only = prefill_only
-        self.stats = EngineStats()
+        self.stats = EngineStats(tokens_per_step=self._a)
         self._waiting: deque[_Req] = deque()
         self._prefilling: deque[_Req] = deque()
         self._decoding: dict[int, _Req] = {}
         self._finish: dict[int, list[_Req]] = {}
         self._n_dec = 0
-        self._ctx = 0  # sum of the decoding sequences' contexts at the next step
+        self._rate = 0.0  # tokens the decoding sequences make per step
+        self._ctx = 0.0  # sum of the decoding sequences' contexts at the next step
         self._reserved = 0
         self.steps = 0
-        self.tokens_out = 0
+        self._made = 0.0  # tokens made (fractional per step with speculative decoding)
         self.prompt_tokens_in = 0
 
     # -- state read by /metrics and routers ------------------------------------------------
+    @property
+    def tokens_out(self) -> int:
+        """Output tokens made so far (first tokens and decoded ones)."""
+        return int(self._made + 0.5)
+
     @property
     def num_running(self) -> int:
         return len(self._prefilling) + self._n_dec
@@ -251,10 +266,13 @@ class ReplicaEngine:
             bucket.remove(r)
             if not bucket:
                 del self._finish[r.fin]
-        # its context now: prompt + output - (steps it had left); see _join_decode
-        self._ctx -= r.width * (r.prompt + r.output - 1 + self.steps - r.fin)
+        # its context now: the prompt, the first token and the steps it decoded
+        self._ctx -= r.width * (r.prompt + 1 + r.rate * max(0, self.steps - r.start))
         self._n_dec -= r.width
+        self._rate -= r.width * r.rate
         self._reserved -= r.need
+        if self._n_dec <= 0:  # no drift left behind by fractional rates
+            self._ctx = self._rate = 0.0
         return True
 
     def step(self) -> tuple[StepPlan, list[Event]]:
@@ -278,7 +296,7 @@ class ReplicaEngine:
         rejected: list[int] = []
         first: list[int] = []
         done: list[int] = []
-        budget = pol.max_batched_tokens - self._n_dec
+        budget = pol.max_batched_tokens - self._n_dec * self._verify
         chunks: list[tuple[_Req, int]] = []
         for r in self._prefilling:  # unfinished prefills continue first
             if budget <= 0:
@@ -316,7 +334,7 @@ class ReplicaEngine:
                     self._reserved -= need
                     done.append(r.rid)
                     continue
-                self._join_decode(r, s + r.output - 2)
+                self._join_decode(r, s)
                 continue
             self._prefilling.append(r)
             n = min(r.prompt, budget)
@@ -334,10 +352,11 @@ class ReplicaEngine:
             pairs += n * c + n * (n + 1) / 2
             p_ctx += c
         n_dec = self._n_dec
+        made = self._rate
         cost = self.cost.cost(p_tok, pairs, p_ctx, len(chunks), n_dec, self._ctx, enc)
         decoded = list(self._decoding) if collect_tokens else None
         # -- apply the step -------------------------------------------------------------
-        self._ctx += n_dec
+        self._ctx += made
         finished = self._finish.pop(s, None)
         if finished:
             for r in finished:
@@ -354,8 +373,8 @@ class ReplicaEngine:
                 self._reserved -= r.need
                 done.append(r.rid)
             else:
-                self._join_decode(r, s + r.output - 1)
-        self.tokens_out += n_dec + len(first)
+                self._join_decode(r, s + 1)
+        self._made += made + len(first)
         self.steps = s + 1
         plan = StepPlan(
             cost=cost,
@@ -366,26 +385,27 @@ class ReplicaEngine:
             kv_used_tokens=self._reserved,
             limited_by=limited,
         )
-        self.stats.add(plan)
+        self.stats.add(plan, made)
         return StepOutcome(plan, first, done, rejected, decoded, tuple(admitted))
 
     def _decode_step(self, collect_tokens: bool) -> StepOutcome:
         """:meth:`advance` when nothing waits and nothing is being prefilled."""
         s = self.steps
         n_dec = self._n_dec
+        made = self._rate
         cost = self.cost.decode_cost(n_dec, self._ctx)
         decoded = list(self._decoding) if collect_tokens else None
-        self._ctx += n_dec
+        self._ctx += made
         done: list[int] = []
         finished = self._finish.pop(s, None)
         if finished:
             for r in finished:
                 done.append(r.rid)
                 self._leave_decode(r)
-        self.tokens_out += n_dec
+        self._made += made
         self.steps = s + 1
         plan = StepPlan(cost, n_dec, 0, n_dec, 0, self._reserved, "")
-        self.stats.add(plan)
+        self.stats.add(plan, made)
         return StepOutcome(plan, [], done, [], decoded)
 
     @property
@@ -404,75 +424,111 @@ class ReplicaEngine:
         cost = self.cost
         a, b, w, c, o, q = self._coef
         sf = cost.serial_fraction
-        moe = w < 0
+        linear = cost.linear_decode
+        parts = cost.decode_parts
         comm_of = cost.comm_ns if cost.has_comm else None
         st = self.stats
-        bd = st.breakdown_ns
         step_ns = st.step_ns
         step_dec = st.step_decodes
         fin = self._finish
         ctx = self._ctx
         n_dec = self._n_dec
+        rate = self._rate
         s = self.steps
+        # the breakdown's sums, kept in locals for the loop
+        d_compute = kv_mem = w_mem = comm_sum = over_sum = 0.0
+        cb_ns = mb_ns = busy = 0
+        batch_ns = 0.0
+        made = 0.0
+        max_batch = st.max_batch
+        steps0 = s
         while t < horizon_ns and n_dec > 0:
-            compute = a * n_dec + b * ctx
-            kv = c * (ctx + n_dec)
-            w_ns = cost.moe_weight_ns(n_dec) if moe else w
+            if linear:
+                compute = a * n_dec + b * ctx
+                kv = c * (ctx + n_dec)
+                w_ns = w
+                comm = comm_of(n_dec) if comm_of is not None else 0.0
+            else:
+                compute, w_ns, kv, comm = parts(n_dec, ctx)
             memory = w_ns + kv
-            comm = comm_of(n_dec) if comm_of is not None else 0.0
             over = o + q * n_dec
             if compute >= memory:
                 dt = int(compute + sf * memory + comm + over)
-                st.compute_bound_ns += dt
-                bd["decode_compute"] += compute
+                cb_ns += dt
+                d_compute += compute
                 if sf:
-                    bd["kv_memory"] += sf * kv
-                    bd["weights_memory"] += sf * w_ns
+                    kv_mem += sf * kv
+                    w_mem += sf * w_ns
             else:
                 dt = int(memory + sf * compute + comm + over)
-                st.memory_bound_ns += dt
-                bd["kv_memory"] += kv
-                bd["weights_memory"] += w_ns
-                bd["decode_compute"] += sf * compute
+                mb_ns += dt
+                kv_mem += kv
+                w_mem += w_ns
+                d_compute += sf * compute
             t += dt
-            bd["communication"] += comm
-            bd["overhead"] += over
-            st.batch_ns += n_dec * dt
-            st.decode_tokens += n_dec
-            st.busy_ns += dt
+            comm_sum += comm
+            over_sum += over
+            batch_ns += n_dec * dt
+            made += rate
+            busy += dt
             step_ns.append(dt)
-            step_dec.append(n_dec)
-            if n_dec > st.max_batch:
-                st.max_batch = n_dec
-            ctx += n_dec
-            self.tokens_out += n_dec
+            step_dec.append(int(rate + 0.5))
+            if n_dec > max_batch:
+                max_batch = n_dec
+            ctx += rate
             finished = fin.pop(s, None)
             if finished:
                 for r in finished:
                     finished_at.append((t, r.rid))
                     ctx -= r.width * (r.prompt + r.output)
                     n_dec -= r.width
+                    rate -= r.width * r.rate
                     self._reserved -= r.need
                     del self._decoding[r.rid]
+                if n_dec <= 0:  # no drift left behind by fractional rates
+                    ctx = rate = 0.0
             s += 1
-            st.steps += 1
+        bd = st.breakdown_ns
+        bd["decode_compute"] += d_compute
+        bd["kv_memory"] += kv_mem
+        bd["weights_memory"] += w_mem
+        bd["communication"] += comm_sum
+        bd["overhead"] += over_sum
+        st.compute_bound_ns += cb_ns
+        st.memory_bound_ns += mb_ns
+        st.busy_ns += busy
+        st.batch_ns += batch_ns
+        st.decode_tokens += made
+        st.max_batch = max_batch
+        st.steps += s - steps0
+        self._made += made
         self._ctx = ctx
         self._n_dec = n_dec
+        self._rate = rate
         self.steps = s
         return t, finished_at
 
     def _leave_decode(self, r: _Req) -> None:
         self._ctx -= r.width * (r.prompt + r.output)
         self._n_dec -= r.width
+        self._rate -= r.width * r.rate
         self._reserved -= r.need
         del self._decoding[r.rid]
+        if self._n_dec <= 0:  # no drift left behind by fractional rates
+            self._ctx = self._rate = 0.0
 
-    def _join_decode(self, r: _Req, finish_step: int) -> None:
-        """``r`` has made its first token; it decodes from the next step (or this one,
-        for a prefilled arrival) until ``finish_step``."""
+    def _join_decode(self, r: _Req, start_step: int) -> None:
+        """``r`` has made its first token; it decodes from step ``start_step`` until it
+        has made the rest: ``ceil((output - 1) / a)`` steps at ``a`` tokens a step (1
+        without speculative decoding), each step advancing it by the same share."""
+        left = r.output - 1
+        steps = max(1, math.ceil(left / self._a - 1e-9))
+        r.rate = left / steps
         self._decoding[r.rid] = r
-        r.fin = finish_step
+        finish_step = start_step + steps - 1
+        r.start, r.fin = start_step, finish_step
         self._n_dec += r.width
+        self._rate += r.width * r.rate
         self._ctx += r.width * (r.prompt + 1)
         bucket = self._finish.get(finish_step)
         if bucket is None:

@@ -34,6 +34,7 @@ from tokenmark.errors import ConfigError
 
 __all__ = [
     "Accelerator",
+    "Draft",
     "ModelArch",
     "Precision",
     "accelerators",
@@ -45,24 +46,29 @@ __all__ = [
 
 
 class Precision(StrEnum):
-    """Weight (and arithmetic) precision. FP4 means NVFP4/MXFP4 block formats."""
+    """Weight (and arithmetic) precision. FP4 means NVFP4/MXFP4 block formats; INT8 and
+    INT4 are integer weight formats, which accelerators without an integer tensor path
+    in ``accelerators.csv`` run as weight-only quantisation (see
+    :meth:`Accelerator.compute_precision`)."""
 
     BF16 = "bf16"
     FP8 = "fp8"
     FP4 = "fp4"
+    INT8 = "int8"
+    INT4 = "int4"
 
     @property
     def bytes(self) -> float:
-        return {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5}[self.value]
+        return {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5, "int8": 1.0, "int4": 0.5}[self.value]
 
     @classmethod
     def parse(cls, text: str) -> Precision:
         key = text.strip().lower().replace("fp16", "bf16").replace("nvfp4", "fp4")
-        key = key.replace("mxfp4", "fp4")
+        key = key.replace("mxfp4", "fp4").replace("uint4", "int4")
         for p in cls:
             if p.value == key:
                 return p
-        raise ConfigError(f"unknown precision {text!r}; choose bf16, fp8 or fp4")
+        raise ConfigError(f"unknown precision {text!r}; choose bf16, fp8, fp4, int8 or int4")
 
 
 def _key(text: str) -> str:
@@ -93,6 +99,20 @@ class Accelerator:
             )
         return v
 
+    def compute_precision(self, weights: Precision) -> Precision:
+        """The precision matmuls over ``weights`` run at: the weight format itself where
+        the accelerator computes it natively, else the narrowest native float format no
+        narrower than it (integer formats and, e.g., FP4 weights on Hopper are
+        weight-only quantisation: stored narrow, computed wider)."""
+        if self.tflops.get(weights.value):
+            return weights
+        for p in (Precision.FP4, Precision.FP8, Precision.BF16):
+            if p.bytes >= weights.bytes and self.tflops.get(p.value):
+                return p
+        have = ", ".join(k for k, x in self.tflops.items() if x) or "none"
+        raise ConfigError(f"{self.short} computes no format as wide as {weights.value} "
+                          f"weights (it has: {have})")
+
     @property
     def lowest_precision(self) -> Precision:
         """The narrowest precision the accelerator computes natively (what MLPerf
@@ -101,6 +121,31 @@ class Accelerator:
             if self.tflops.get(p.value):
                 return p
         return Precision.BF16
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """A model's own draft for speculative decoding (``data/drafts.csv``): DeepSeek's
+    multi-token-prediction (MTP) module. Each step the draft proposes ``tokens`` tokens
+    one after another (``tokens`` passes of its ``layers`` layers and the output head),
+    the target model verifies them with the sequence's own next token in one pass, and
+    the drafted tokens are kept up to the first one rejected: with each drafted token
+    accepted with probability ``acceptance`` given the ones before it, a step makes
+    ``1 + p + p^2 + ... + p^tokens`` tokens per sequence on average. ``from_round``: the
+    MLPerf round whose rules first allow it."""
+
+    kind: str
+    layers: int
+    params: float
+    tokens: int
+    acceptance: float
+    from_round: str
+
+    def tokens_per_step(self, drafted: int | None = None) -> float:
+        """Mean tokens a sequence makes per step with ``drafted`` (default: the
+        draft's own count) tokens proposed."""
+        n = self.tokens if drafted is None else drafted
+        return float(sum(self.acceptance ** i for i in range(n + 1)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,10 +165,24 @@ class ModelArch:
     max_context: int
     mla: bool = False  # DeepSeek's multi-head latent attention (compressed KV)
     sliding_window_half: bool = False  # gpt-oss: half the layers attend to 128 tokens
+    draft: Draft | None = None  # its own draft for speculative decoding (drafts.csv)
 
     @property
     def is_moe(self) -> bool:
         return self.routed_experts > 0
+
+    def kv_replication(self, tp: int) -> int:
+        """Copies of each KV-cache entry among ``tp`` tensor-parallel accelerators:
+        attention heads split across them, but a KV head cannot, so with fewer KV heads
+        than accelerators each is kept on ``tp / kv_heads`` of them (vLLM and
+        TensorRT-LLM replicate them so); MLA's compressed latent is shared by all heads,
+        so every accelerator of the group keeps all of it (why DeepSeek deployments run
+        attention data-parallel instead)."""
+        if tp <= 1:
+            return 1
+        if self.mla:
+            return tp
+        return max(1, tp // max(1, min(tp, self.kv_heads)))
 
     def kv_values_per_token(self) -> float:
         """KV-cache values stored per token (all layers)."""
@@ -144,7 +203,19 @@ class ModelArch:
 
     @property
     def shared_params(self) -> float:
+        """Parameters every token uses: attention, embeddings, dense layers and shared
+        experts (all of a dense model)."""
         return self.total_params - self.routed_experts * self.expert_params
+
+    @property
+    def expert_total(self) -> float:
+        """All routed experts' parameters (0 for a dense model)."""
+        return self.routed_experts * self.expert_params
+
+    @property
+    def routed_active(self) -> float:
+        """Routed-expert parameters one token uses (``k`` experts)."""
+        return self.experts_active * self.expert_params
 
     @property
     def head_params(self) -> float:
@@ -156,15 +227,18 @@ class ModelArch:
         """Active parameters a token's matmuls use, without embedding and output head."""
         return self.active_params - 2 * self.head_params
 
+    def touched_share(self, tokens: int | float) -> float:
+        """The share of routed experts a step over ``tokens`` tokens reads (uniform
+        routing: each expert is missed by a token with probability ``1 - k / E``)."""
+        if not self.is_moe or tokens <= 0:
+            return 0.0
+        return 1.0 - (1.0 - self.experts_active / self.routed_experts) ** tokens
+
     def weights_read(self, tokens: int | float) -> float:
         """Parameters read in a step over ``tokens`` tokens (experts touched, uniform)."""
         if not self.is_moe:
             return self.total_params
-        if tokens <= 0:
-            return self.shared_params
-        e, k = self.routed_experts, self.experts_active
-        touched = e * (1.0 - (1.0 - k / e) ** tokens)
-        return self.shared_params + touched * self.expert_params
+        return self.shared_params + self.touched_share(tokens) * self.expert_total
 
     def attention_flops_per_pair(self, *, decode: bool = True) -> float:
         """FLOPs per (query token, context token) pair across layers: QK and AV."""
@@ -242,8 +316,18 @@ def find_accelerator(name: str) -> Accelerator:
 
 
 @cache
+def _drafts() -> dict[str, Draft]:
+    return {r["model"]: Draft(kind=r["draft"], layers=int(r["draft_layers"]),
+                              params=_f(r["draft_params_b"]) * 1e9,
+                              tokens=int(r["draft_tokens"]), acceptance=_f(r["acceptance"]),
+                              from_round=r["from_round"])
+            for r in read_data_csv("drafts.csv")}
+
+
+@cache
 def models() -> dict[str, ModelArch]:
     out: dict[str, ModelArch] = {}
+    drafts = _drafts()
     for r in read_data_csv("models.csv"):
         note = (r["kv_cache_note"] + " " + r["notes"]).lower()
         heads = int(r["attention_heads"])
@@ -263,6 +347,7 @@ def models() -> dict[str, ModelArch]:
             max_context=int(r["max_context"]),
             mla="mla" in note,
             sliding_window_half="sliding" in note,
+            draft=drafts.get(r["model"]),
         )
     return out
 

@@ -40,17 +40,20 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
 from tokenmark.errors import ConfigError
 from tokenmark.perfmodel.hardware import ModelArch, read_data_csv
+from tokenmark.records import Message
 from tokenmark.workload.images import ImageInfo, sniff
 
 __all__ = [
     "MAX_ASPECT_RATIO",
     "PromptImage",
     "VisionEncoder",
+    "chat_images",
     "data_url_image",
     "prompt_image",
     "smart_resize",
@@ -224,3 +227,23 @@ def prompt_image(enc: VisionEncoder | None, url: str, model: str) -> PromptImage
         raise ConfigError(f"image of {info.width} x {info.height}: {e}") from None
     tokens = patches // (enc.merge_size * enc.merge_size) + enc.markers
     return PromptImage(info.width, info.height, tokens, enc.flops(patches))
+
+
+def chat_images(enc: VisionEncoder | None, messages: Sequence[Message], model: str
+                ) -> tuple[int, float, list[bytes]]:
+    """The prompt tokens and encoder FLOPs the images of a chat's ``messages`` add, and
+    the parts of the key of its output draws (:func:`~tokenmark.perfmodel.outputs.
+    prompt_key`: each text, then each image's size), as the emulated servers and the
+    simulator read a request. ConfigError as :func:`prompt_image`."""
+    parts: list[bytes] = []
+    tokens = 0
+    flops = 0.0
+    for m in messages:
+        if not m.images or m.content:
+            parts.append(m.content.encode())
+        for url in m.images:
+            img = prompt_image(enc, url, model)
+            tokens += img.tokens
+            flops += img.flops
+            parts.append(img.key)
+    return tokens, flops, parts

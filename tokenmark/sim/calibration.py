@@ -1,68 +1,47 @@
-"""Calibration against published MLPerf results, and its honest evaluation.
+"""Calibration against published MLPerf results, judged forward in time.
 
-**What is fitted** - never one parameter per result:
+**The protocol** (:func:`forward_evaluation`): for each round R (``v5.1``, ``v6.0``,
+``v6.1``) the parameters are fitted on the rows of the rounds before R only, and every
+row of R the simulator can represent is predicted with them, through the one prediction
+path (:func:`~tokenmark.sim.predict.predict`: the planner's candidates searched, Server
+and Interactive bounded by the same deployment's Offline). The parameters shipped in
+``data/efficiency.csv`` are the last step's fit (every round before the newest, v6.0
+and earlier), so what users get is what was scored.
 
-- *stage 1*: ``mfu``, step overhead and per-sequence overhead (and a first ``mbu``)
-  per group (:mod:`tokenmark.sim.fit`), on the **Offline** rows only: an Offline run's
-  steps do not depend on the parameters, so its throughput is exact and cheap for any
-  parameters. One **global** size exponent (compute efficiency scales with
-  ``(hidden / 8192) ** exponent``) is chosen by grid search over all groups;
-- *stage 2*: ``mbu`` and the ``serial_fraction`` (how much of the shorter of a step's
-  compute and memory time is not overlapped) per group, from the **Server and
-  Interactive** rows (:class:`_LatencyFit`), over the grid ``LATENCY_GRID``: Offline
-  steps are mostly compute-bound and say little about either, while the latency
-  limits keep the batch near the ridge point, where both decide the step time. Where a
-  group has Server rows, or Interactive rows, from enough systems, that scenario gets
-  its own pair (Interactive's TPOT limit keeps batches small, where engines run other
-  kernels and overlap less); otherwise both share the group's pair. The pair is used
-  for the latency rows only, with stage 1 refitted around it; **Offline rows keep stage
-  1's parameters** (a pair chosen on latency-bound steps describes them, not the large
-  compute-bound Offline batches: using it for Offline rows measured 6.9% out of sample
-  on the Offline rows against 6.1% without). The bandwidth grid reaches down to 0.2:
-  the latency rows of several groups (Blackwell and CDNA 3 Interactive above all) chose
-  the old grid's lowest value, 0.4, and were still predicted 40-70% too high, so
-  ``mbu`` here is an effective figure for small-batch decode steps (per-layer kernel
-  latencies, attention at small batch), not a memory-copy efficiency.
+**What is fitted** - never one parameter per result or per system:
 
-Groups go from specific to general: (accelerator architecture, software stack, round)
-- the round standing for the software release the CSV does not name - then
-(architecture, stack), the architecture, the vendor, everything; a row uses the most
-specific group with published rows from at least ``MIN_SYSTEMS`` systems in the
-training set. Server and Interactive rows are predicted by simulating the highest
-Poisson rate within the benchmark's p99 limits (:func:`~tokenmark.sim.search.max_server_rate`),
-never above the rate the replica completes when saturated, and never above the same
-system's predicted Offline throughput (a Server or Interactive run cannot deliver more
-than the system does with every query queued at once; in the published results the
-Server result is at most the Offline one for 96% of the systems with both): the latency
-limits, not a fixed ratio to Offline, decide how far below it the result lands. The pair
-is chosen on the unbounded simulated rates (bounded, they stop depending on the pair).
-As submitters tune
-parallelism per scenario, a latency row is simulated with the planner's tensor
-parallelism and with twice it (where that fits the scale-up domain), and the better
-result is the prediction (the ``tp_latency`` column says which).
+- *stage 1*: ``mfu``, step overhead, per-sequence overhead (and a first ``mbu``) per
+  group (:func:`~tokenmark.sim.fit.fit_efficiency`), on the **Offline** rows only: an
+  Offline run's steps do not depend on the parameters, so each candidate deployment's
+  run is recorded once without parameters (:func:`~tokenmark.sim.predict.offline_trace`)
+  and its throughput under any parameters is exact and cheap; a row's prediction is
+  its best candidate's, as the planner chooses. One **global** size exponent (compute
+  efficiency scales with ``(hidden / 8192) ** exponent``) is chosen by grid search;
+- *stage 2*: for **Server** and **Interactive**, the bandwidth efficiency ``mbu`` and
+  the ``serial_fraction`` (how much of the shorter of a step's compute and memory time
+  is not overlapped), which Offline's compute-bound steps hardly show. Each latency
+  row (at most ``LATENCY_ROWS_PER_GROUP`` systems per architecture and scenario, the
+  newest rounds first) is **inverted**: the ``mbu`` at which its simulated result (on
+  the candidate the planner picks at a nominal pair) equals the published one, for
+  each serial fraction of ``SERIALS`` (secant search in log space); a group takes the
+  serial fraction under which its rows agree best (the smallest median absolute
+  deviation of ``log mbu``) and the median ``mbu`` under it. The rest of a latency
+  row's parameters are its group's stage-1 values.
 
-**How each row is set up** (:mod:`tokenmark.sim.plan`): the accelerator, its count and
-nodes from the row; precision, tensor parallelism and the serving policy by the
-planner's documented rules; request lengths from ``workloads.csv``; an Offline run long
-enough to last ~600 s (as LoadGen sizes it from the expected rate), so the ramp and the
-drain weigh what they weigh in a real run.
+**Groups** go from specific to general: (architecture, stack, round) - the round
+standing for the software release - where the newest round up to the row's own with
+rows from at least ``MIN_SYSTEMS`` systems is taken (a round's software is at least
+the last one's), then (architecture, stack), the architecture; an architecture with no
+rows of its own (a new generation: CDNA 4 before v5.1, Rubin before v6.1) takes its
+vendor's most capable architecture that has rows (the same software on the next
+part), then the vendor and everything.
 
-**Out-of-sample evaluation.** A row whose (accelerator, benchmark) appears in both
-rounds is held out *across rounds*: it is predicted with parameters fitted without
-any row of its accelerator in its round (every benchmark, scenario and system), so the
-accelerator is known only from the other round, and the round's software from the
-other accelerators of its family and stack that ran in it (the per-round groups are
-the documented software-gain parameter). ``cross_round="round"`` (``bench/calibrate.py
---strict-rounds``) leaves out the whole round instead, in which case no gain between
-rounds can be learnt at all. Any other row is predicted with parameters fitted with
-its whole system (same round, submitter and system id: all its benchmarks and
-scenarios) left out. Two documented shortcuts keep this affordable:
-leave-one-system-out folds keep the size exponent fitted on all rows, and stage 2
-reuses simulations made with the all-rows stage-1 parameters (the held-out rows never
-vote in either choice). In-sample predictions use every eligible row.
-Errors are absolute percentage errors of the predicted result; medians are reported
-per benchmark and scenario and overall, beside a compute-only roofline (peak FLOPS over
-``2 x active parameters`` per token) as the naive anchor.
+**How each row is set up** (:mod:`tokenmark.sim.plan`): the accelerator, its count
+and nodes from the row (the scale-up domain the accelerator's: 72 for NVL72 parts),
+the precision the row states (``weight_data_types``) or the planner's, the stack from
+the row's software; the rules of the row's own round (speculative decoding from the
+round that allows it; latency limits from that round's preset); request lengths from
+``workloads.csv``.
 """
 
 from __future__ import annotations
@@ -73,553 +52,591 @@ import json
 import math
 import pickle
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tokenmark.config.presets import load_round
+from tokenmark.config.presets import load_round, rounds
 from tokenmark.errors import ConfigError
-from tokenmark.perfmodel import Deployment, Efficiency, ReplicaEngine
+from tokenmark.perfmodel import Deployment, Efficiency, find_accelerator
 from tokenmark.settings import LatencyLimits, Scenario
-from tokenmark.sim.calibration_report import CalibrationReport, Group, RowResult
+from tokenmark.sim.calibration_report import CalibrationReport, Level, RowResult
 from tokenmark.sim.fit import OfflineTrace, fit_efficiency, predict_rate
-from tokenmark.sim.plan import ClusterSpec, plan_deployment
-from tokenmark.sim.published import PublishedRow, read_published
-from tokenmark.sim.run import dataset_lengths
-from tokenmark.sim.search import max_server_rate, replica_offline_rate
+from tokenmark.sim.plan import ClusterSpec, Plan, candidates, round_key
+from tokenmark.sim.predict import (
+    SCREEN_TOL,
+    UNIT,
+    offline_trace,
+    predict,
+    server_rate,
+)
+from tokenmark.sim.published import PublishedRow
+from tokenmark.sim.run import request_arrays
 from tokenmark.sim.workloads import synthetic_dataset
 
-__all__ = ["CalibrationReport", "RowResult", "calibrate_published"]
+__all__ = ["FORWARD_ROUNDS", "CalibrationReport", "Fit", "RowResult", "Setup",
+           "forward_evaluation", "prepare"]
 
 MIN_SYSTEMS = 2
-#: Parameters used only to size the Offline traces (never for a prediction).
-SIZING = Efficiency(mfu=0.5, mbu=0.75, step_overhead_ns=1_500_000, seq_overhead_ns=2_000)
-UNIT = Efficiency(mfu=1.0, mbu=1.0, step_overhead_ns=0, seq_overhead_ns=0, source="trace")
+FORWARD_ROUNDS = ("v5.1", "v6.0", "v6.1")
+ALPHA_GRID = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2)
+SERIALS = (0.0, 1.0)
+MBU_BOUNDS = (0.05, 1.0)
+#: Stage 2 inverts at most this many systems' rows per architecture and scenario.
+LATENCY_ROWS_PER_GROUP = 12
+#: The nominal latency pair at which a latency row's candidate is picked for stage 2.
+NOMINAL = (0.4, 0.5)
 #: GPT-J's Server limit (retired after v5.0, so absent from the presets): p99 E2E 20 s.
 GPTJ_SERVER = LatencyLimits(e2e_ns=20_000_000_000)
-OFFLINE_SECONDS = 600.0
 DATASET_SAMPLES = 8192
-
-ALPHA_GRID = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2)
-#: Stage 2's grid: (bandwidth efficiency, serial fraction) pairs.
-MBU_GRID = (0.2, 0.3, 0.4, 0.6, 0.8)
-SERIAL_GRID = (0.0, 0.5, 1.0)
-LATENCY_GRID = tuple((m, s) for m in MBU_GRID for s in SERIAL_GRID)
+#: Output caps of the synthetic datasets (the benchmarks' max_tokens; 20000 otherwise).
+_MAX_OUT = {"llama3.1-8b": 128, "llama3.1-8b-edge": 128, "gptj-99": 128, "gptj-99.9": 128,
+            "llama2-70b-99": 1024, "llama2-70b-99.9": 1024, "mixtral-8x7b": 1024,
+            "gpt-oss-120b": 10000}
 
 
 # -- preparing rows ---------------------------------------------------------------------
 
 
-@dataclass
-class _Prepared:
-    row: PublishedRow
-    d: Deployment
-    group: tuple[str, str]  # (architecture, stack)
-    vendor: str
-    trace_key: tuple[Any, ...]
-    limits: LatencyLimits | None
-    samples_metric: bool
-    #: latency rows: the planner's deployment and the one with twice its tensor
-    #: parallelism where that fits the scale-up domain (the better one is predicted)
-    candidates: tuple[Deployment, ...] = ()
+class Lengths:
+    """Each benchmark's synthetic requests (8192 samples, seeded): prompt and output
+    tokens, and the vision encoder's FLOPs (None for a text-only benchmark)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
+
+    def get(self, bench: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        if bench not in self._cache:
+            ds = synthetic_dataset(bench, DATASET_SAMPLES,
+                                   max_output_tokens=_MAX_OUT.get(bench, 20000), seed=1)
+            self._cache[bench] = request_arrays(ds, bench)
+        return self._cache[bench]
 
 
-def _limits(bench: str, scenario: str) -> LatencyLimits | None:
+def limits_for(bench: str, scenario: str, round_name: str) -> LatencyLimits | None:
+    """The latency limits of ``bench`` in ``scenario`` under ``round_name``'s rules (the
+    oldest packaged preset for an older round; GPT-J's retired Server limit)."""
     if scenario == "Offline":
         return None
     if bench.startswith("gptj"):
         return GPTJ_SERVER
-    rp = load_round("v5.1")
-    b = rp.benchmarks.get(bench)
+    have = rounds()
+    rnd = round_name if round_name in have else have[0]
     sc = Scenario.INTERACTIVE if scenario == "Interactive" else Scenario.SERVER
-    if b is None or sc not in b.scenarios:
-        return None
-    return b.scenarios[sc].limits
+    for name in (rnd, *reversed(have)):
+        b = load_round(name).benchmarks.get(bench)
+        if b is not None and sc in b.scenarios:
+            return b.scenarios[sc].limits
+    return None
 
 
-class _Lengths:
-    def __init__(self) -> None:
-        self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+@dataclass
+class Setup:
+    """A published row made ready to predict."""
 
-    def get(self, bench: str) -> tuple[np.ndarray, np.ndarray]:
-        if bench not in self._cache:
-            max_out = {"llama3.1-8b": 128, "llama3.1-8b-edge": 128, "gptj-99": 128,
-                       "gptj-99.9": 128, "llama2-70b-99": 1024, "llama2-70b-99.9": 1024,
-                       "mixtral-8x7b": 1024}.get(bench, 20000)
-            ds = synthetic_dataset(bench, DATASET_SAMPLES, max_output_tokens=max_out, seed=1)
-            self._cache[bench] = dataset_lengths(ds)
-        return self._cache[bench]
+    row: PublishedRow
+    spec: ClusterSpec
+    plans: list[Plan]
+    inputs: np.ndarray
+    outputs: np.ndarray
+    limits: LatencyLimits | None
+    samples: bool  # its metric counts samples or queries, not tokens
+    arch: str
+    stack: str
+    vendor: str
+    encoder: np.ndarray | None = None  # each sample's vision-encoder FLOPs
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        return (self.row.source, self.row.index)
 
 
-def _prepare(row: PublishedRow, lengths: _Lengths) -> _Prepared | str:
+def prepare(row: PublishedRow, lengths: Lengths) -> Setup | str:
+    """``row`` as a :class:`Setup`, or why it cannot be represented."""
     assert row.accelerator is not None and row.benchmark is not None
-    inp, out = lengths.get(row.benchmark)
+    inp, out, enc = lengths.get(row.benchmark)
     per_node = max(1, row.per_node) * row.gpus_per_listed
     nodes = max(1, row.accelerators_used // per_node)
     if nodes * per_node != row.accelerators_used:
         per_node, nodes = row.accelerators_used, 1
+    acc = find_accelerator(row.accelerator)
     spec = ClusterSpec(accelerator=row.accelerator, model=row.benchmark, nodes=nodes,
-                       per_node=per_node, stack=row.stack, efficiency=UNIT)
+                       per_node=per_node, precision=row.precision, stack=row.stack,
+                       efficiency=UNIT, rules_round=row.round)
     try:
-        plan = plan_deployment(spec, float(inp.mean()), float(out.mean()))
+        plans = candidates(spec, float(inp.mean()), float(out.mean()))
     except ConfigError as e:
         return f"does not fit as planned: {e}"
-    limits = _limits(row.benchmark, row.scenario)
+    limits = limits_for(row.benchmark, row.scenario, row.round)
     if row.scenario != "Offline" and limits is None:
         return f"no latency limits known for {row.benchmark} {row.scenario}"
-    d = plan.deployment
-    acc = d.accelerator
-    key = (acc.short, row.benchmark, d.tp, d.pp, d.replicas, d.topo.per_node)
-    cands: tuple[Deployment, ...] = ()
-    if limits is not None:
-        cands = (d,)
-        t2 = d.tp * 2
-        if t2 <= d.topo.domain and d.accelerators_total % (t2 * d.pp) == 0:
-            wide = replace(d, tp=t2, replicas=d.accelerators_total // (t2 * d.pp))
-            cands = (d, wide)
-    return _Prepared(row, d, (acc.architecture, row.stack), acc.vendor, key, limits,
-                     row.metric in ("samples/s", "queries/s"), cands)
+    return Setup(row, spec, plans, inp, out, limits, row.metric in ("samples/s", "queries/s"),
+                 acc.architecture, row.stack, acc.vendor, enc)
 
 
-def _trace(p: _Prepared, lengths: _Lengths) -> OfflineTrace:
-    """The parameter-free Offline run of one replica, ~600 s long at sizing efficiency."""
-    inp, out = lengths.get(p.row.benchmark or "")
-    sizing = replace(p.d, efficiency=SIZING)
-    rate = replica_offline_rate(sizing, inp, out, requests=1500)
-    n = int(min(60000, max(DATASET_SAMPLES / p.d.replicas, 1.1 * OFFLINE_SECONDS * rate, 500)))
-    rng = np.random.default_rng(7)
-    idx = rng.integers(0, inp.shape[0], size=n)
-    eng = ReplicaEngine(replace(p.d.single_replica(), efficiency=UNIT))
-    for i, k in enumerate(idx.tolist()):
-        eng.submit(i, int(inp[k]), int(out[k]))
-    c0: list[int] = []
-    m0: list[int] = []
-    cm: list[int] = []
-    sq: list[int] = []
-    while eng.has_work:
-        o = eng.advance()
-        c = o.plan.cost
-        c0.append(c.compute_ns)
-        m0.append(c.memory_ns)
-        cm.append(c.comm_ns)
-        sq.append(o.plan.batch)
-    units = float(n) if p.samples_metric else float(eng.tokens_out)
-    return OfflineTrace(np.asarray(c0, np.float64), np.asarray(m0, np.float64),
-                        np.asarray(cm, np.float64), np.asarray(sq, np.float64), units,
-                        p.d.replicas, p.d.model.hidden)
+# -- jobs (run in worker processes, cached on disk) -------------------------------------
 
 
-# -- fitting and predicting -------------------------------------------------------------
+def _trace_job(job: tuple[Any, ...]) -> OfflineTrace:
+    d, inp, out, samples, enc = job
+    return offline_trace(d, inp, out, samples=samples, encoder=enc)
 
 
-def _levels(p: _Prepared) -> list[Group]:
-    arch, stack = p.group
-    rnd = p.row.round
-    return [(arch, stack, rnd), (arch, stack, "*"), (arch, "*", "*"), (p.vendor, "*", "*"),
-            ("*", "*", "*")]
+def _invert_job(job: tuple[Any, ...]) -> tuple[int, list[float]]:
+    """A latency row's candidate at the nominal pair and, per serial fraction, the
+    ``mbu`` at which its simulated result equals the published one."""
+    deps, inp, out, limits, samples, eff, published, requests, enc = job
+    nominal = replace(eff, mbu=NOMINAL[0], serial_fraction=NOMINAL[1])
+    vals = [server_rate(d, inp, out, limits, nominal, samples=samples,
+                        requests=requests, rel_tol=SCREEN_TOL, encoder=enc)[0]
+            for d in deps]
+    k = int(np.argmax(vals))
+    d = deps[k]
+    out_mbu = []
+    for serial in SERIALS:
+        def f(mbu: float, s: float = serial) -> float:
+            e = replace(eff, mbu=mbu, serial_fraction=s)
+            v, _ = server_rate(d, inp, out, limits, e, samples=samples, requests=requests,
+                               rel_tol=0.03, encoder=enc)
+            return math.log(max(v, 1e-9) / published)
+        out_mbu.append(_secant_log(f, 0.3, 0.6, *MBU_BOUNDS))
+    return k, out_mbu
 
 
-def _matches(p: _Prepared, level: Group) -> bool:
-    fam, st, rnd = level
-    if fam == "*":
-        return True
-    if fam == p.vendor and st == "*":
-        return True
-    return (fam == p.group[0] and st in ("*", p.group[1])
-            and rnd in ("*", p.row.round))
+def _secant_log(f: Callable[[float], float], a: float, b: float, lo: float, hi: float,
+                evals: int = 5, tol: float = 0.03) -> float:
+    """The ``x`` in ``[lo, hi]`` with ``f(x) = 0`` (``f`` increasing), by the secant
+    method in ``log x`` from ``a`` and ``b``; an end of the range when ``f`` keeps its
+    sign there."""
+    xa, xb = math.log(a), math.log(b)
+    fa, fb = f(a), f(b)
+    for _ in range(evals):
+        if abs(fb) < tol:
+            return math.exp(xb)
+        if fb == fa:
+            break
+        xc = xb - fb * (xb - xa) / (fb - fa)
+        xc = min(math.log(hi), max(math.log(lo), xc))
+        if xc == xb:
+            break
+        xa, fa = xb, fb
+        xb, fb = xc, f(math.exp(xc))
+    return math.exp(xb)
 
 
-class _Fitter:
-    """Fits per (training set, level, size exponent), cached; a fold names the training
-    set (the rows its ``excluded`` predicate keeps)."""
+def _predict_job(job: tuple[Any, ...]) -> tuple[float, str, str, float, float]:
+    spec, scenario, inp, out, off_eff, lat_eff, limits, samples, requests, deps, enc = job
+    p = predict(spec, scenario, inp, out, offline_eff=off_eff, latency_eff=lat_eff,
+                limits=limits, samples=samples, requests=requests,
+                plans=[Plan(d) for d in deps], encoder=enc)
+    return p.value, p.plan.deployment.label, p.binding, p.offline_bound, p.unbounded
 
-    def __init__(self, offline: list[_Prepared], traces: dict[tuple[Any, ...], OfflineTrace]):
-        self.offline = offline
+
+def _deployments(s: Setup) -> tuple[Deployment, ...]:
+    """A row's candidate deployments (what its jobs carry, and their cache keys: not the
+    planner's notes)."""
+    return tuple(p.deployment for p in s.plans)
+
+
+def _run(fn: Callable[[Any], Any], jobs: list[Any], workers: int, cache_dir: Path | None,
+         name: str, say: Callable[[str], None], cached_only: bool = False) -> list[Any]:
+    """``fn`` over ``jobs`` (in ``workers`` processes), each result kept in
+    ``cache_dir/<name>/`` under the SHA-256 of its job's pickle and read back from
+    there by a later run; with ``cached_only``, a job not in the cache is not run and
+    its result is None."""
+    keys = [hashlib.sha256(pickle.dumps((name, j), protocol=5)).hexdigest() for j in jobs]
+    store = cache_dir / name if cache_dir is not None else None
+    got: dict[str, Any] = {}
+    if store is not None:
+        for k in set(keys):
+            p = store / f"{k}.pkl"
+            if p.exists():
+                with contextlib.suppress(Exception), open(p, "rb") as fh:
+                    got[k] = pickle.load(fh)  # noqa: S301 (our own cache files)
+    todo = [i for i, k in enumerate(keys) if k not in got]
+    unique: dict[str, int] = {}
+    for i in todo:
+        unique.setdefault(keys[i], i)
+    say(f"  {name}: {len(jobs)} jobs, {len(jobs) - len(todo)} cached, "
+        f"{len(unique)} {'left out (cached only)' if cached_only else 'to run'}")
+    if cached_only:
+        return [got.get(k) for k in keys]
+    order = list(unique.values())
+
+    def keep(i: int, v: Any) -> None:
+        got[keys[i]] = v
+        if store is not None:  # as each finishes, so an interrupted run loses none
+            store.mkdir(parents=True, exist_ok=True)
+            with open(store / f"{keys[i]}.pkl", "wb") as fh:
+                pickle.dump(v, fh, protocol=5)
+
+    if workers > 1 and len(order) > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            for n, (i, v) in enumerate(zip(order, pool.map(fn, [jobs[i] for i in order],
+                                                            chunksize=1), strict=True)):
+                keep(i, v)
+                if n % 25 == 24:
+                    say(f"    {n + 1}/{len(order)}")
+    else:
+        for n, i in enumerate(order):
+            keep(i, fn(jobs[i]))
+            if n % 25 == 24:
+                say(f"    {n + 1}/{len(order)}")
+    return [got[k] for k in keys]
+
+
+# -- fitting ------------------------------------------------------------------------------
+
+
+class Fit:
+    """The parameters fitted on one training set (module docstring)."""
+
+    def __init__(self, train: list[Setup], traces: dict[tuple[Any, ...], list[OfflineTrace]]
+                 ) -> None:
+        self.train = train
         self.traces = traces
-        self._cache: dict[tuple[str, Group, float, float | None, float],
-                          tuple[Efficiency, float, int] | None] = {}
-        self._alpha: dict[str, float] = {}
+        self.inverted: dict[tuple[Any, ...], tuple[int, list[float]]] = {}
+        self.offline = self._dedup([s for s in train if s.row.scenario == "Offline"])
+        self.latency: list[Setup] = []
+        self._stage1: dict[tuple[Level, float], tuple[Efficiency, float, int] | None] = {}
+        self._stage2: dict[tuple[Level, str], tuple[float, float, int] | None] = {}
+        self.alpha = self._fit_alpha()
 
-    def training(self, excluded: Callable[[PublishedRow], bool]) -> list[_Prepared]:
+    def set_inverted(self, inverted: dict[tuple[Any, ...], tuple[int, list[float]]]) -> None:
+        """Stage 2's inversions of the training latency rows."""
+        self.inverted = inverted
+        self.latency = [s for s in self.train if s.row.scenario != "Offline"
+                        and s.key in inverted]
+        self._stage2.clear()
+
+    @staticmethod
+    def _dedup(rows: list[Setup]) -> list[Setup]:
         seen: set[tuple[Any, ...]] = set()
         out = []
-        for p in self.offline:
-            dedup = (p.row.system_key, p.trace_key, round(p.row.result, 1))
-            if excluded(p.row) or dedup in seen:
-                continue
-            seen.add(dedup)
-            out.append(p)
+        for s in rows:
+            k = (s.row.system_key, s.row.benchmark, s.row.scenario, round(s.row.result, 1))
+            if k not in seen:
+                seen.add(k)
+                out.append(s)
         return out
 
-    def fit(self, fold: str, excluded: Callable[[PublishedRow], bool], level: Group,
-            alpha: float, mbu: float | None = None,
-            serial: float = 0.0) -> tuple[Efficiency, float, int] | None:
-        k = (fold, level, alpha, mbu, serial)
-        if k not in self._cache:
-            rows = [p for p in self.training(excluded) if _matches(p, level)]
-            systems = {p.row.system_key for p in rows}
-            if len(systems) < MIN_SYSTEMS:
-                self._cache[k] = None
-            else:
-                pairs = [(self.traces[p.trace_key], p.row.result) for p in rows]
-                eff, ape = fit_efficiency(pairs, Efficiency(), "/".join(level), alpha, mbu,
-                                          serial)
-                self._cache[k] = (eff, ape, len(systems))
-        return self._cache[k]
+    # -- groups -----------------------------------------------------------------------------
+    def _rounds(self, arch: str, stack: str) -> list[str]:
+        """Rounds whose Offline rows of (arch, stack) come from enough systems."""
+        by: dict[str, set[tuple[str, str, str]]] = defaultdict(set)
+        for s in self.offline:
+            if s.arch == arch and s.stack == stack:
+                by[s.row.round].add(s.row.system_key)
+        return sorted((r for r, v in by.items() if len(v) >= MIN_SYSTEMS), key=round_key)
 
-    def alpha(self, fold: str, excluded: Callable[[PublishedRow], bool]) -> float:
-        """The size exponent that best fits the fold's training rows (grid search)."""
-        if fold not in self._alpha:
-            train = self.training(excluded)
-            best = (math.inf, 0.0)
-            for a in ALPHA_GRID:
-                errs = []
-                for p in train:
-                    eff, _ = self._params(p, fold, excluded, a)
-                    pred = predict_rate(self.traces[p.trace_key], eff)
-                    errs.append(math.log(max(pred, 1e-9) / p.row.result) ** 2)
-                best = min(best, (float(np.mean(errs)) if errs else 0.0, a))
-            self._alpha[fold] = best[1]
-        return self._alpha[fold]
-
-    def _params(self, p: _Prepared, fold: str, excluded: Callable[[PublishedRow], bool],
-                alpha: float, mbu: float | None = None,
-                serial: float = 0.0) -> tuple[Efficiency, str]:
-        for level in _levels(p):
-            got = self.fit(fold, excluded, level, alpha, mbu, serial)
-            if got is not None:
-                return got[0], "/".join(level)
-        return replace(Efficiency(), size_exponent=alpha), "defaults"
-
-    def params_for(self, p: _Prepared, fold: str, excluded: Callable[[PublishedRow], bool],
-                   alpha_fold: str | None = None,
-                   mbu: float | None = None, serial: float = 0.0) -> tuple[Efficiency, str]:
-        """Parameters for ``p`` from the fold's most specific group with enough systems;
-        the size exponent comes from ``alpha_fold`` (default: the same fold); ``mbu``
-        and ``serial`` (stage 2's) are held fixed while the rest is refitted."""
-        if alpha_fold is None:
-            a = self.alpha(fold, excluded)
-        else:
-            a = self._alpha[alpha_fold]
-        return self._params(p, fold, excluded, a, mbu, serial)
-
-
-def _predict_server(args: tuple[tuple[Deployment, ...], np.ndarray, np.ndarray,
-                                LatencyLimits, bool, int]) -> tuple[float, int]:
-    """The best result over the candidate deployments, and the tensor parallelism that
-    gave it (0 when none passes even at a trickle)."""
-    cands, inp, out, limits, samples, requests = args
-    value, tp = 0.0, 0
-    for d in cands:
-        best = max_server_rate(d, inp, out, limits, requests=requests)
-        if best.passed:
-            v = best.qps if samples else best.qps * best.tokens_per_request
-            if v > value:
-                value, tp = v, d.tp
-    return value, tp
-
-
-def _roofline(p: _Prepared, lengths: _Lengths) -> float:
-    inp, out = lengths.get(p.row.benchmark or "")
-    d = p.d
-    peak = d.accelerators_total * d.accelerator.tflops_at(d.precision) * 1e12
-    per_sample = 2.0 * d.model.active_params * float(inp.mean() + out.mean())
-    samples = peak / per_sample
-    return samples if p.samples_metric else samples * float(out.mean())
-
-
-def _run_jobs(jobs: list[tuple[Any, ...]], workers: int,
-              say: Callable[[str], None],
-              cache_dir: Path | None = None) -> list[tuple[float, int]]:
-    """Each job's ``_predict_server``; with ``cache_dir``, a job already simulated with
-    the same arguments (deployments, lengths, limits, request count: its pickle's
-    SHA-256) is read back instead of simulated again."""
-    keys = [hashlib.sha256(pickle.dumps(j, protocol=5)).hexdigest() for j in jobs]
-    known: dict[str, tuple[float, int]] = {}
-    store = cache_dir / "simulations.jsonl" if cache_dir is not None else None
-    if store is not None and store.exists():
-        for line in store.read_text(encoding="utf-8").splitlines():
-            with contextlib.suppress(ValueError, KeyError):
-                d = json.loads(line)
-                known[d["key"]] = (float(d["value"]), int(d["tp"]))
-    todo = [i for i, k in enumerate(keys) if k not in known]
-    if store is not None:
-        say(f"  {len(jobs) - len(todo)} of {len(jobs)} simulations from {store}")
-    fresh: list[tuple[float, int]]
-    if workers > 1 and len(todo) > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            fresh = list(pool.map(_predict_server, [jobs[i] for i in todo], chunksize=1))
-    else:
-        fresh = []
-        for n, i in enumerate(todo):
-            fresh.append(_predict_server(jobs[i]))
-            if n % 50 == 49:
-                say(f"  {n + 1}/{len(todo)} Server/Interactive simulations")
-    if store is not None and todo:
-        store.parent.mkdir(parents=True, exist_ok=True)
-        with open(store, "a", encoding="utf-8") as f:
-            for i, (v, tp) in zip(todo, fresh, strict=True):
-                f.write(json.dumps({"key": keys[i], "value": v, "tp": tp}) + "\n")
-    for i, got in zip(todo, fresh, strict=True):
-        known[keys[i]] = got
-    return [known[k] for k in keys]
-
-
-class _LatencyFit:
-    """Stage 2: ``mbu`` and ``serial_fraction`` from the latency-bound rows.
-
-    Offline rows are mostly compute-bound, so they pin ``mfu`` and leave ``mbu`` (the
-    bandwidth efficiency that decides memory-bound decode steps) to its prior, and say
-    little about how much of the shorter of compute and memory time is hidden (the
-    serial fraction), which matters most near the ridge point where latency limits
-    keep the batch; Server and above all Interactive rows are decided by both. For
-    every latency row and every pair of ``LATENCY_GRID`` the highest rate within the
-    limits is simulated once (over the row's candidate deployments), with the row's
-    stage-1 parameters refitted on all Offline rows with that pair held fixed; a fold
-    then picks, per group, the pair that best fits *its* training rows (the held-out
-    rows never vote). The cached simulations use the all-rows stage-1 parameters,
-    which is the one place a held-out system's Offline rows reach its own stage-2
-    choice (documented)."""
-
-    def __init__(self, rows: list[_Prepared], fitter: _Fitter, lengths: _Lengths,
-                 requests: int, workers: int, say: Callable[[str], None],
-                 per_scenario: bool = True, cache_dir: Path | None = None) -> None:
-        self.rows = rows
-        self.per_scenario = per_scenario
-        keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-        for p in rows:
-            for m, s in LATENCY_GRID:
-                k = (p.trace_key, p.row.scenario, m, s)
-                if k not in keys:
-                    eff, _ = fitter.params_for(p, "all", lambda _r: False, None, m, s)
-                    keys[k] = _job(p, eff, lengths, requests)
-        say(f"stage 2: {len(keys)} searches ({len(LATENCY_GRID)} (mbu, serial) pairs)")
-        values = _run_jobs(list(keys.values()), workers, say, cache_dir)
-        # the pair is chosen on the simulated rates themselves: bounded by Offline, a
-        # rate would stop depending on the pair (measured: choosing on bounded rates
-        # moved the Offline rows' error from 8.9% to 10.0% out of sample)
-        self.cache = {k: v[0] for k, v in zip(keys, values, strict=True)}
-        self._choice: dict[tuple[str, Group, str], tuple[float, float] | None] = {}
-
-    def mbu(self, p: _Prepared, fold: str, excluded: Callable[[PublishedRow], bool]
-            ) -> tuple[tuple[float, float] | None, str]:
-        """The pair for ``p``: at each level from specific to general, the pair chosen
-        on the level's rows of ``p``'s own latency scenario (Server or Interactive)
-        when they come from enough systems, else the pair chosen on all its latency
-        rows."""
-        scenarios = [""]
-        if self.per_scenario and p.row.scenario != "Offline":
-            scenarios = [p.row.scenario, ""]
-        for level in _levels(p):
-            for sc in scenarios:
-                got = self.choice(fold, level, excluded, sc)
-                if got is not None:
-                    return got, "/".join(level) + (f" {sc}" if sc else "")
-        return None, ""
-
-    def choice(self, fold: str, level: Group, excluded: Callable[[PublishedRow], bool],
-               scenario: str = "") -> tuple[float, float] | None:
-        k = (fold, level, scenario)
-        if k not in self._choice:
-            self._choice[k] = self._fit(level, excluded, scenario)
-        return self._choice[k]
-
-    def _fit(self, level: Group, excluded: Callable[[PublishedRow], bool],
-             scenario: str = "") -> tuple[float, float] | None:
-        """The pair whose simulations best fit the group's training latency rows (sum
-        of squared log errors), of one scenario when ``scenario`` names it. Adding the
-        Offline rows' error to this choice was tried and measured worse out of sample
-        (11.7% against 11.1% overall)."""
-        seen: set[tuple[Any, ...]] = set()
-        train = []
-        for p in self.rows:
-            dedup = (p.row.system_key, p.trace_key, p.row.scenario, round(p.row.result, 1))
-            if (excluded(p.row) or not _matches(p, level) or dedup in seen
-                    or (scenario and p.row.scenario != scenario)):
-                continue
-            seen.add(dedup)
-            train.append(p)
-        if len({p.row.system_key for p in train}) < MIN_SYSTEMS:
+    def _predecessor(self, arch: str, vendor: str) -> str | None:
+        """The vendor's most capable architecture with rows, for an architecture with
+        none (peak dense compute at the narrowest precision it has)."""
+        if any(s.arch == arch for s in self.offline):
             return None
-        best: tuple[float, tuple[float, float]] = (math.inf, LATENCY_GRID[0])
-        for pair in LATENCY_GRID:
-            err = 0.0
-            for p in train:
-                pred = max(self.cache[(p.trace_key, p.row.scenario, *pair)], 1e-3)
-                err += math.log(pred / p.row.result) ** 2
-            best = min(best, (err, pair))
+        best: tuple[float, str] | None = None
+        for s in self.offline:
+            if s.vendor != vendor:
+                continue
+            acc = s.plans[0].deployment.accelerator
+            peak = acc.tflops_at(acc.lowest_precision)
+            if best is None or peak > best[0]:
+                best = (peak, s.arch)
+        return best[1] if best else None
+
+    def levels(self, s: Setup) -> list[Level]:
+        out: list[Level] = []
+        newer = [r for r in self._rounds(s.arch, s.stack)
+                 if round_key(r) <= round_key(s.row.round)]
+        if newer:
+            out.append((s.arch, s.stack, newer[-1]))
+        out += [(s.arch, s.stack, "*"), (s.arch, "*", "*")]
+        pre = self._predecessor(s.arch, s.vendor)
+        if pre is not None:
+            out += [(pre, s.stack, "*"), (pre, "*", "*")]
+        out += [(s.vendor, "*", "*"), ("*", "*", "*")]
+        return out
+
+    @staticmethod
+    def _matches(s: Setup, level: Level) -> bool:
+        fam, st, rnd = level
+        if fam == "*":
+            return True
+        if fam == s.vendor and st == "*":
+            return True
+        return fam == s.arch and st in ("*", s.stack) and rnd in ("*", s.row.round)
+
+    # -- stage 1 ----------------------------------------------------------------------------
+    def _pairs(self, rows: Iterable[Setup]) -> list[tuple[list[OfflineTrace], float]]:
+        return [(self.traces[s.key], s.row.result) for s in rows]
+
+    def stage1(self, level: Level, alpha: float | None = None
+               ) -> tuple[Efficiency, float, int] | None:
+        a = self.alpha if alpha is None else alpha
+        k = (level, a)
+        if k not in self._stage1:
+            rows = [s for s in self.offline if self._matches(s, level)]
+            systems = {s.row.system_key for s in rows}
+            if len(systems) < MIN_SYSTEMS:
+                self._stage1[k] = None
+            else:
+                eff, ape = fit_efficiency(self._pairs(rows), Efficiency(), "/".join(level), a)
+                self._stage1[k] = (eff, ape, len(systems))
+        return self._stage1[k]
+
+    def _fit_alpha(self) -> float:
+        best = (math.inf, 0.0)
+        for a in ALPHA_GRID:
+            errs = []
+            for s in self.offline:
+                eff = self._offline(s, a)[0]
+                pred = max(predict_rate(t, eff) for t in self.traces[s.key])
+                errs.append(math.log(max(pred, 1e-9) / s.row.result) ** 2)
+            best = min(best, (float(np.mean(errs)) if errs else 0.0, a))
         return best[1]
 
+    def _offline(self, s: Setup, alpha: float | None = None) -> tuple[Efficiency, str]:
+        for level in self.levels(s):
+            got = self.stage1(level, alpha)
+            if got is not None:
+                return got[0], "/".join(level)
+        a = self.alpha if alpha is None else alpha
+        return replace(Efficiency(), size_exponent=a, source="defaults"), "defaults"
 
-def _job(p: _Prepared, eff: Efficiency, lengths: _Lengths, requests: int) -> tuple[Any, ...]:
-    inp, out = lengths.get(p.row.benchmark or "")
-    # a run spans at least a few request lives however long the answers
-    # (search.replica_server_run), so ``requests`` is only the floor
-    cands = tuple(replace(d, efficiency=eff) for d in p.candidates)
-    return (cands, inp, out, p.limits, p.samples_metric, requests)
+    def offline_params(self, s: Setup) -> tuple[Efficiency, str]:
+        return self._offline(s)
+
+    # -- stage 2 ----------------------------------------------------------------------------
+    def stage2(self, level: Level, scenario: str) -> tuple[float, float, int] | None:
+        """(mbu, serial fraction, systems) of ``level``'s latency rows of ``scenario``
+        (``""``: every latency scenario), or None with too few systems."""
+        k = (level, scenario)
+        if k not in self._stage2:
+            rows = [s for s in self.latency if self._matches(s, level)
+                    and (not scenario or s.row.scenario == scenario)]
+            systems = {s.row.system_key for s in rows}
+            if len(systems) < MIN_SYSTEMS:
+                self._stage2[k] = None
+            else:
+                best: tuple[float, float, float] | None = None
+                for j, serial in enumerate(SERIALS):
+                    logs = np.log([self.inverted[s.key][1][j] for s in rows])
+                    med = float(np.median(logs))
+                    mad = float(np.median(np.abs(logs - med)))
+                    if best is None or mad < best[0]:
+                        best = (mad, math.exp(med), serial)
+                assert best is not None
+                self._stage2[k] = (best[1], best[2], len(systems))
+        return self._stage2[k]
+
+    def latency_params(self, s: Setup) -> tuple[Efficiency, str]:
+        eff, used = self.offline_params(s)
+        for level in self.levels(s):
+            for sc in (s.row.scenario, ""):
+                got = self.stage2(level, sc)
+                if got is not None:
+                    mbu, serial, _ = got
+                    return (replace(eff, mbu=mbu, serial_fraction=serial,
+                                    source=f"{eff.source}; {'/'.join(level)} {sc or 'latency'}"),
+                            f"{used} (mbu {mbu:.3f}, serial {serial:g} from "
+                            f"{'/'.join(level)} {sc or 'latency'})")
+        return eff, used + " (no latency rows)"
+
+    # -- the shipped table ------------------------------------------------------------------
+    def table(self) -> dict[tuple[str, str, str, str], tuple[Efficiency, float, int]]:
+        """Every group's parameters per scenario (efficiency.csv's rows)."""
+        levels: set[Level] = set()
+        for s in self.train:
+            levels.update(lv for lv in self.levels(s) if lv[2] == "*" or lv[2] == s.row.round)
+        out: dict[tuple[str, str, str, str], tuple[Efficiency, float, int]] = {}
+        for lv in sorted(levels):
+            base = self.stage1(lv)
+            if base is None:
+                continue
+            out[(*lv, "Offline")] = base
+            for sc in ("Server", "Interactive"):
+                got = self.stage2(lv, sc) or self.stage2(lv, "")
+                if got is not None:
+                    eff = replace(base[0], mbu=got[0], serial_fraction=got[1])
+                    out[(*lv, sc)] = (eff, base[1], got[2])
+                else:
+                    out[(*lv, sc)] = base
+        return out
 
 
-def calibrate_published(
-    path: Path,
+def _latency_sample(rows: list[Setup], per_group: int = LATENCY_ROWS_PER_GROUP
+                    ) -> list[Setup]:
+    """At most ``per_group`` systems per (architecture, scenario), the newest rounds
+    first, then by benchmark and system, deterministic."""
+    by: dict[tuple[str, str], list[Setup]] = defaultdict(list)
+    for s in rows:
+        by[(s.arch, s.row.scenario)].append(s)
+    out: list[Setup] = []
+    for group in by.values():
+        group.sort(key=lambda s: (tuple(-x for x in round_key(s.row.round)),
+                                  s.row.benchmark or "", s.row.system_key))
+        systems: list[tuple[str, str, str]] = []
+        for s in group:
+            if s.row.system_key not in systems:
+                if len(systems) >= per_group:
+                    continue
+                systems.append(s.row.system_key)
+            out.append(s)
+    return out
+
+
+def fit(train: list[Setup], *, server: bool = True, requests: int = 1500,
+        workers: int = 1, cache_dir: Path | None = None,
+        latency_rows: int = LATENCY_ROWS_PER_GROUP,
+        say: Callable[[str], None] = lambda _m: None) -> Fit:
+    """Fit the parameters on ``train`` (module docstring); stage 2 inverts at most
+    ``latency_rows`` systems per (architecture, scenario)."""
+    offline = [s for s in train if s.row.scenario == "Offline"]
+    jobs = [(p.deployment, s.inputs, s.outputs, s.samples, s.encoder)
+            for s in offline for p in s.plans]
+    flat = _run(_trace_job, jobs, workers, cache_dir, "traces", say)
+    traces: dict[tuple[Any, ...], list[OfflineTrace]] = {}
+    i = 0
+    for s in offline:
+        traces[s.key] = flat[i:i + len(s.plans)]
+        i += len(s.plans)
+    inverted: dict[tuple[Any, ...], tuple[int, list[float]]] = {}
+    f = Fit(train, traces)
+    say(f"stage 1: size exponent {f.alpha}")
+    if server:
+        lat = _latency_sample([s for s in train if s.row.scenario != "Offline" and s.limits],
+                              latency_rows)
+        ijobs = [(_deployments(s), s.inputs, s.outputs, s.limits, s.samples,
+                  f.offline_params(s)[0], s.row.result, requests, s.encoder) for s in lat]
+        say(f"stage 2: inverting {len(ijobs)} latency rows")
+        for s, got in zip(lat, _run(_invert_job, ijobs, workers, cache_dir, "inversions",
+                                    say), strict=True):
+            inverted[s.key] = got
+    f.set_inverted(inverted)
+    return f
+
+
+# -- the forward evaluation ---------------------------------------------------------------
+
+
+@dataclass
+class ForwardStep:
+    round: str
+    train_rows: int
+    fit: Fit
+    results: list[RowResult] = field(default_factory=list)
+
+
+def forward_evaluation(
+    rows: list[PublishedRow],
+    rounds_: Iterable[str] = FORWARD_ROUNDS,
     *,
+    score: Iterable[str] | None = None,
     server: bool = True,
-    server_requests: int = 2500,
+    requests: int = 1500,
     workers: int = 1,
-    progress: Callable[[str], None] | None = None,
-    cross_round: str = "accelerator",
-    per_scenario: bool = True,
     cache_dir: Path | None = None,
+    latency_rows: int = LATENCY_ROWS_PER_GROUP,
+    progress: Callable[[str], None] | None = None,
+    fitted: Callable[[str, Fit], None] | None = None,
+    cached_predictions: bool = False,
 ) -> CalibrationReport:
-    """Prepare, fit and evaluate (see the module docstring). ``server=False`` skips the
-    Server/Interactive rows (the slow part: a search of simulated rates per row) and
-    stage 2; ``workers`` > 1 runs the simulations in that many processes.
-    ``cross_round``: what a cross-round fold leaves out, ``"accelerator"`` (every row
-    of the held-out row's accelerator in its round) or ``"round"`` (the whole round:
-    the stricter protocol, in which no software gain between rounds can be learnt).
-    ``per_scenario``: stage 2 chooses Server's and Interactive's pairs apart where
-    each has rows from enough systems (False: one pair per group for both).
-    ``cache_dir``: keep every simulated search there and reuse it when a later
-    calibration asks for the same one (a rerun after changing only how rows are
-    grouped or chosen takes seconds instead of tens of minutes)."""
-    if cross_round not in ("accelerator", "round"):
-        raise ConfigError(f"cross_round must be 'accelerator' or 'round' (got {cross_round!r})")
+    """Fit on the rounds before each of ``rounds_`` and predict that round's rows
+    (those in ``score``, default all of ``rounds_``; a round not scored is still
+    fitted for, so the newest step's fit is the one shipped). ``fitted`` is told each
+    step's fit as soon as it is made (before that step's predictions). With
+    ``cached_predictions`` only the predictions already in ``cache_dir`` are scored (an
+    evaluation cut short: the coverage line shows the rows left out)."""
     say = progress or (lambda _m: None)
-    lengths = _Lengths()
+    lengths = Lengths()
     results: list[RowResult] = []
-    prepared: list[tuple[RowResult, _Prepared]] = []
-    for row in read_published(path):
+    setups: list[tuple[RowResult, Setup]] = []
+    for row in rows:
         rr = RowResult(row, row.eligible, row.reason)
         results.append(rr)
         if not row.eligible:
             continue
-        p = _prepare(row, lengths)
-        if isinstance(p, str):
-            rr.eligible, rr.reason = False, p
+        got = prepare(row, lengths)
+        if isinstance(got, str):
+            rr.eligible, rr.reason = False, got
             continue
-        rr.precision, rr.tp, rr.replicas = p.d.precision.value, p.d.tp, p.d.replicas
-        rr.roofline = _roofline(p, lengths)
-        prepared.append((rr, p))
-    say(f"{len(prepared)} eligible rows of {len(results)}")
-    traces: dict[tuple[Any, ...], OfflineTrace] = {}
-    offline = [p for _, p in prepared if p.row.scenario == "Offline"]
-    for p in offline:
-        if p.trace_key not in traces:
-            traces[p.trace_key] = _trace(p, lengths)
-    say(f"{len(traces)} Offline traces recorded")
-    bound_traces: dict[tuple[Any, ...], OfflineTrace] = {}
-
-    def offline_bound(p: _Prepared, eff: Efficiency) -> float:
-        """The system's own Offline throughput under ``eff``, in ``p``'s units: the
-        most a Server or Interactive run of the same system can deliver."""
-        k = (p.trace_key, p.samples_metric)
-        if k not in bound_traces:
-            t = traces.get(p.trace_key)
-            made_for = next((q for q in offline if q.trace_key == p.trace_key), None)
-            if t is None or made_for is None or made_for.samples_metric != p.samples_metric:
-                t = _trace(p, lengths)
-            bound_traces[k] = t
-        return predict_rate(bound_traces[k], eff)
-
-    fitter = _Fitter(offline, traces)
-    both = _pairs_in_both_rounds([p for _, p in prepared])
-    full: tuple[str, Callable[[PublishedRow], bool]] = ("all", lambda _r: False)
-    alpha_all = fitter.alpha(*full)
-    say(f"stage 1: size exponent fitted on all Offline rows: {alpha_all}")
-    latency_rows = [p for _, p in prepared if p.row.scenario != "Offline" and p.limits]
-    stage2 = (_LatencyFit(latency_rows, fitter, lengths, server_requests, workers, say,
-                          per_scenario, cache_dir)
-              if server and latency_rows else None)
-    jobs: list[tuple[RowResult, str, tuple[Any, ...], tuple[Any, ...], float]] = []
-    for rr, p in prepared:
-        pair = (p.row.accelerator, p.row.benchmark)
-        if pair in both:
-            rnd = p.row.round
-            if cross_round == "round":
-                fold = (f"fit on rounds other than {rnd}", _not_round(rnd))
-            else:
-                acc = p.row.accelerator or ""
-                fold = (f"fit without {acc} in {rnd}", _accelerator_round(acc, rnd))
-            rr.protocol = "cross-round"
-        else:
-            key = p.row.system_key
-            fold = (f"fit without {'/'.join(key)}", _system(key))
-            rr.protocol = "leave-one-system-out"
-        rr.fold = fold[0]
-        for which, (fname, excl) in (("in", full), ("out", fold)):
-            # Cross-round folds refit the global size exponent; leave-one-system-out
-            # folds keep the exponent fitted on all rows (one system is a few rows of
-            # hundreds; refitting it per fold would cost a grid of fits per system).
-            a_fold = "all" if rr.protocol == "leave-one-system-out" else None
-            if which == "in":
-                a_fold = None
-            # Offline rows keep stage 1's parameters; latency rows take their stage-2
-            # pair with stage 1 refitted around it, bounded by the Offline prediction
-            eff, used = fitter.params_for(p, fname, excl, a_fold)
-            offline_eff = eff  # the system's Offline parameters (for the bound)
-            if stage2 is not None and p.row.scenario != "Offline":
-                pair2, m_level = stage2.mbu(p, fname, excl)
-                if pair2 is not None:  # stage 1 again, stage 2's pair held fixed
-                    eff, used = fitter.params_for(p, fname, excl, a_fold, *pair2)
-                    used += (f" (mbu {pair2[0]}, serial {pair2[1]} from {m_level})")
-            setattr(rr, f"group_{which}", used)
-            if p.row.scenario == "Offline":
-                setattr(rr, f"predicted_{which}", predict_rate(traces[p.trace_key], eff))
-            elif server and p.limits is not None:
-                jobs.append((rr, which, (p.trace_key, p.row.scenario, eff),
-                             _job(p, eff, lengths, server_requests),
-                             offline_bound(p, offline_eff)))
-    unique: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-    for _, _, k, job, _ in jobs:
-        unique.setdefault(k, job)
-    say(f"{len(jobs)} Server/Interactive predictions ({len(unique)} distinct) to simulate")
-    got_values = dict(zip(unique, _run_jobs(list(unique.values()), workers, say, cache_dir),
-                          strict=True))
-    for rr, which, k, _, bound in jobs:
-        v, tp = got_values[k]
-        setattr(rr, f"predicted_{which}", min(v, bound))
-        if which == "out" and tp:
-            rr.tp_latency = tp
-    params: dict[tuple[str, str, str, str], tuple[Efficiency, float, int]] = {}
-    levels = {lv for _, p in prepared for lv in _levels(p)}
-    for lv in sorted(levels):
-        base = fitter.fit("all", full[1], lv, alpha_all)
-        if base is not None:
-            params[(*lv, "Offline")] = base
-        for sc in ("Server", "Interactive"):
-            chosen: tuple[float, float] | None = None
-            if stage2 is not None:
-                chosen = ((stage2.choice("all", lv, full[1], sc) if per_scenario else None)
-                          or stage2.choice("all", lv, full[1]))
-            got = (fitter.fit("all", full[1], lv, alpha_all, *chosen) if chosen is not None
-                   else base)
-            if got is not None:
-                params[(*lv, sc)] = got
-    notes = [f"eligible rows: {len(prepared)}; Offline traces: {len(traces)}",
-             f"groups with >= {MIN_SYSTEMS} systems: {len({k[:3] for k in params})}",
-             f"size exponent (all rows): {alpha_all}",
-             *(f"size exponent ({f}): {a}" for f, a in fitter._alpha.items() if f != "all")]
-    return CalibrationReport(results, params, notes)
+        setups.append((rr, got))
+    say(f"{len(setups)} representable rows of {len(results)}")
+    steps: list[ForwardStep] = []
+    scored = set(rounds_ if score is None else score)
+    for rnd in rounds_:
+        train = [s for _, s in setups if round_key(s.row.round) < round_key(rnd)]
+        test = [(rr, s) for rr, s in setups if s.row.round == rnd]
+        say(f"{rnd}: fitting on {len(train)} rows of the rounds before it")
+        f = fit(train, server=server, requests=requests, workers=workers,
+                cache_dir=cache_dir, latency_rows=latency_rows, say=say)
+        if fitted is not None:
+            fitted(rnd, f)
+        step = ForwardStep(rnd, len(train), f)
+        steps.append(step)
+        if rnd not in scored:
+            continue
+        # Offline rows: predict() takes the best candidate's offline_rate, which is
+        # predict_rate over the same parameter-free traces stage 1 records, so they
+        # come from the trace jobs (and their cache)
+        offline = [(rr, s) for rr, s in test if s.row.scenario == "Offline"]
+        say(f"{rnd}: predicting {len(offline)} Offline rows from their traces")
+        flat = _run(_trace_job, [(p.deployment, s.inputs, s.outputs, s.samples, s.encoder)
+                                 for _, s in offline for p in s.plans],
+                    workers, cache_dir, "traces", say)
+        i = 0
+        for rr, s in offline:
+            off_eff, rr.group = f.offline_params(s)
+            vals = [predict_rate(t, off_eff) for t in flat[i:i + len(s.plans)]]
+            i += len(s.plans)
+            k = int(np.argmax(vals))
+            rr.step, rr.predicted, rr.offline_bound = rnd, vals[k], vals[k]
+            rr.deployment, rr.binding = s.plans[k].deployment.label, "Offline"
+            step.results.append(rr)
+        jobs = []
+        todo = []
+        for rr, s in test:
+            if s.row.scenario == "Offline" or not server:
+                continue
+            off_eff, used = f.offline_params(s)
+            lat_eff = None
+            if s.row.scenario != "Offline":
+                lat_eff, used = f.latency_params(s)
+            rr.step, rr.group = rnd, used
+            jobs.append((s.spec, s.row.scenario, s.inputs, s.outputs, off_eff, lat_eff,
+                         s.limits, s.samples, requests, _deployments(s), s.encoder))
+            todo.append(rr)
+        say(f"{rnd}: predicting {len(jobs)} Server/Interactive rows")
+        for rr, got in zip(todo, _run(_predict_job, jobs, workers, cache_dir, "predictions",
+                                      say, cached_predictions), strict=True):
+            if got is None:
+                rr.step = rr.group = ""
+                continue
+            value, label, binding, bound, unbounded = got
+            rr.predicted, rr.deployment, rr.binding = value, label, binding
+            rr.offline_bound, rr.unbounded = bound, unbounded
+            step.results.append(rr)
+    last = steps[-1].fit if steps else None
+    notes = [f"representable rows: {len(setups)} of {len(results)}"]
+    for st in steps:
+        notes.append(f"{st.round}: fitted on {st.train_rows} rows (size exponent "
+                     f"{st.fit.alpha}), {len(st.results)} rows predicted")
+    return CalibrationReport(results, last.table() if last is not None else {}, notes,
+                             [st.round for st in steps if st.round in scored])
 
 
-def _pairs_in_both_rounds(prepared: list[_Prepared]) -> set[tuple[str | None, str | None]]:
-    rounds: dict[tuple[str | None, str | None], set[str]] = defaultdict(set)
-    for p in prepared:
-        rounds[(p.row.accelerator, p.row.benchmark)].add(p.row.round)
-    return {k for k, v in rounds.items() if len(v) > 1}
-
-
-def _not_round(rnd: str) -> Callable[[PublishedRow], bool]:
-    return lambda r: r.round == rnd
-
-
-def _accelerator_round(acc: str, rnd: str) -> Callable[[PublishedRow], bool]:
-    return lambda r: r.round == rnd and r.accelerator == acc
-
-
-def _system(key: tuple[str, str, str]) -> Callable[[PublishedRow], bool]:
-    return lambda r: r.system_key == key
-
+def write_inversions(path: Path, f: Fit) -> None:
+    """Stage 2's per-row inversions (for reading the fit)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        for s in f.latency:
+            k, mbus = f.inverted[s.key]
+            fh.write(json.dumps({"round": s.row.round, "submitter": s.row.submitter,
+                                 "system": s.row.system_id, "benchmark": s.row.benchmark,
+                                 "scenario": s.row.scenario, "arch": s.arch,
+                                 "candidate": s.plans[k].deployment.label,
+                                 "mbu_by_serial": dict(zip(map(str, SERIALS), mbus,
+                                                           strict=True))}) + "\n")

@@ -68,22 +68,27 @@ def simulate(
     cluster: Cluster,
     *,
     max_concurrency: int = 0,
+    encoder_by_sample: np.ndarray | None = None,
 ) -> SimResult:
     """Run ``schedule`` against ``cluster``. ``input_by_sample`` / ``output_by_sample``
-    give each dataset sample's token counts (the output count is generated exactly)."""
+    give each dataset sample's token counts (the output count is generated exactly; a
+    vision-language sample's input counts its image tokens), ``encoder_by_sample`` its
+    images' vision-encoder FLOPs (none when omitted)."""
     t_wall = time.perf_counter()
     inp = np.asarray(input_by_sample, dtype=np.int64)
     out = np.asarray(output_by_sample, dtype=np.int64)
+    enc = (np.asarray(encoder_by_sample, dtype=np.float64)
+           if encoder_by_sample is not None else None)
     if schedule.kind is ScheduleKind.TIMED:
-        res = _timed(schedule, inp, out, cluster, max_concurrency)
+        res = _timed(schedule, inp, out, cluster, max_concurrency, enc)
     else:
-        res = _closed(schedule, inp, out, cluster)
+        res = _closed(schedule, inp, out, cluster, enc)
     res.wall_s = time.perf_counter() - t_wall
     return res
 
 
 def _timed(s: Schedule, inp: np.ndarray, out: np.ndarray, cluster: Cluster,
-           cap: int) -> SimResult:
+           cap: int, enc: np.ndarray | None = None) -> SimResult:
     n = len(s)
     if s.max_queries:
         n = min(n, s.max_queries)
@@ -91,6 +96,7 @@ def _timed(s: Schedule, inp: np.ndarray, out: np.ndarray, cluster: Cluster,
     samples = s.sample_index[:n]
     n_in = inp[samples].tolist()
     n_out = out[samples].tolist()
+    n_enc = enc[samples].tolist() if enc is not None else None
     max_d = s.max_duration_ns
     first = [-1] * n
     done = [-1] * n
@@ -142,7 +148,10 @@ def _timed(s: Schedule, inp: np.ndarray, out: np.ndarray, cluster: Cluster,
             inflight += 1
             e = route()
             home[i] = e
-            engines[e].submit(i, n_in[i], n_out[i])
+            if n_enc is None:
+                engines[e].submit(i, n_in[i], n_out[i])
+            else:
+                engines[e].submit(i, n_in[i], n_out[i], encoder_flops=n_enc[i])
             if not busy[e] and not kicked[e]:
                 kicked[e] = True
                 order += 1
@@ -237,7 +246,8 @@ def _timed(s: Schedule, inp: np.ndarray, out: np.ndarray, cluster: Cluster,
     )
 
 
-def _closed(s: Schedule, inp: np.ndarray, out: np.ndarray, cluster: Cluster) -> SimResult:
+def _closed(s: Schedule, inp: np.ndarray, out: np.ndarray, cluster: Cluster,
+            enc: np.ndarray | None = None) -> SimResult:
     """Closed schedules: each stream sends its next query when the previous completed."""
     spq = s.samples_per_query
     engines = cluster.engines
@@ -286,7 +296,8 @@ def _closed(s: Schedule, inp: np.ndarray, out: np.ndarray, cluster: Cluster) -> 
             n_in.append(int(inp[k]))
             n_out.append(int(out[k]))
             e = cluster.route()
-            engines[e].submit(rid, n_in[rid], n_out[rid])
+            engines[e].submit(rid, n_in[rid], n_out[rid],
+                              encoder_flops=float(enc[k]) if enc is not None else 0.0)
             if not busy[e] and not kicked[e]:
                 kicked[e] = True
                 order += 1

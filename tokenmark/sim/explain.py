@@ -12,10 +12,13 @@ From the engines' accumulated step statistics and the per-request columns:
 - **batch sizes reached**: the largest batch and the time-weighted mean batch;
 - **the binding limit**: what stopped admission in the steps after which requests
   were still waiting (KV capacity, the sequence cap, the prefill token budget), or
-  "arrival rate" when requests rarely waited (the replicas kept up with the load);
+  "arrival rate" when requests rarely waited (the replicas kept up with the load); a
+  run that failed its latency limits names them instead (:func:`with_verdict`): the
+  replicas kept up, but not fast enough;
 - **inter-token latency**: one gap per decoded token equal to the step that made it,
   so the distribution is the step times weighted by their decode counts, exact
-  without per-token timestamps (:class:`WeightedColumn`).
+  without per-token timestamps (:class:`WeightedColumn`); with speculative decoding a
+  step makes several tokens per sequence, and each gap is the step's time over them.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from tokenmark.metrics.stats import (
 )
 from tokenmark.perfmodel import BREAKDOWN_KEYS, ReplicaEngine
 
-__all__ = ["WeightedColumn", "explain", "itl_column"]
+__all__ = ["WeightedColumn", "explain", "itl_column", "with_verdict"]
 
 
 class WeightedColumn(Column):
@@ -79,7 +82,13 @@ def itl_column(engines: Sequence[ReplicaEngine]) -> WeightedColumn:
     """Every decoded token's gap (its step's time), from all engines."""
     if not engines:
         return WeightedColumn(np.empty(0, np.int64), np.empty(0, np.int64))
-    vals = np.concatenate([np.frombuffer(e.stats.step_ns, dtype=np.int64) for e in engines])
+    # with speculative decoding a step makes several tokens per sequence: each token's
+    # gap is taken as the step's time over them (the mean a streaming client sees)
+    vals = np.concatenate([
+        np.frombuffer(e.stats.step_ns, dtype=np.int64) if e.stats.tokens_per_step == 1.0
+        else (np.frombuffer(e.stats.step_ns, dtype=np.int64)
+              / e.stats.tokens_per_step).astype(np.int64)
+        for e in engines])
     wts = np.concatenate([np.frombuffer(e.stats.step_decodes, dtype=np.int64)
                           for e in engines])
     return WeightedColumn(vals, wts)
@@ -169,3 +178,23 @@ def explain(
             "decode": sum(e.stats.decode_tokens for e in engines),
         },
     }
+
+
+def with_verdict(why: dict[str, object], failed: Sequence[tuple[str, str, str]]
+                 ) -> dict[str, object]:
+    """``why`` with the binding limit set to the latency limits when the run failed them:
+    ``failed`` holds the MLPerf verdict's failed findings as (rule, observed,
+    required); the latency rule is ``perf_constraints`` (early stopping can also fail
+    for want of queries, which the replicas are not to blame for)."""
+    lat = [f for f in failed if f[0] == "perf_constraints"]
+    if not lat:
+        return why
+    rule, observed, required = lat[0]
+    before = f"{why['binding_limit']} ({why['binding_limit_reason']})"
+    batch = why.get("batch")
+    mean = batch.get("time_weighted_mean") if isinstance(batch, dict) else "?"
+    return {**why, "binding_limit": "latency limits",
+            "binding_limit_reason": (f"{rule} failed: {observed} (required {required}); the "
+                                     f"steps took {why['mean_step_ms']} ms on average at a "
+                                     f"time-weighted batch of {mean}, while admission was "
+                                     f"limited by: {before}")}

@@ -81,6 +81,11 @@ class OfflineTrace:
             top += serial * (both - top)
         return top + self._comm + step_ns * self.steps + seq_ns * self._seqs
 
+    def comm_share(self, eff: Efficiency) -> float:
+        """The share of the run's time spent communicating under ``eff``."""
+        t = self.time_ns(eff)
+        return self._comm / t if t > 0 else 0.0
+
     def compute_bound_share(self, eff: Efficiency) -> float:
         k = int(np.searchsorted(self._ratio, eff.mfu_for(self.hidden) / eff.mbu, side="left"))
         return 1.0 - k / self.steps if self.steps else 0.0
@@ -134,25 +139,30 @@ def nelder_mead(f: Callable[[np.ndarray], float], x0: np.ndarray, step: float = 
 
 
 def fit_efficiency(
-    rows: Sequence[tuple[OfflineTrace, float]],
+    rows: Sequence[tuple[OfflineTrace | Sequence[OfflineTrace], float]],
     base: Efficiency,
     source: str,
     size_exponent: float = 0.0,
     mbu: float | None = None,
     serial_fraction: float = 0.0,
 ) -> tuple[Efficiency, float]:
-    """Parameters for one group from ``(trace, published rate)`` pairs, with the global
+    """Parameters for one group from ``(traces, published rate)`` pairs, with the global
     ``size_exponent``, the ``serial_fraction`` (and ``mbu``, when given) held fixed, and
-    the fit's median absolute percentage error on those rows."""
+    the fit's median absolute percentage error on those rows. A row may give several
+    traces (the planner's candidate deployments): its prediction is the best of them
+    under the parameters, as the planner would choose."""
     base = replace(base, size_exponent=size_exponent, serial_fraction=serial_fraction)
     if not rows:
         return replace(base, source=source), 0.0
-    traces = [t for t, _ in rows]
-    sizes = [(t.hidden / REFERENCE_HIDDEN) ** size_exponent for t in traces]
-    scale = np.array([t.replicas * t.units for t in traces])
+    groups = [[t] if isinstance(t, OfflineTrace) else list(t) for t, _ in rows]
+    flat = [t for g in groups for t in g]
+    owner = np.concatenate([np.full(len(g), i) for i, g in enumerate(groups)])
+    sizes = [(t.hidden / REFERENCE_HIDDEN) ** size_exponent for t in flat]
+    scale = np.array([t.replicas * t.units for t in flat])
     target = np.log(np.array([a for _, a in rows]))
     centre = np.array([c for c, _ in PRIOR])
     width = np.array([w for _, w in PRIOR])
+    n_rows = len(rows)
 
     fixed = None if mbu is None else math.log(mbu / (1 - mbu))
 
@@ -167,8 +177,10 @@ def fit_efficiency(
         so = math.exp(x[2]) * 1000
         qo = math.exp(x[3]) * 1000
         t = np.array([tr.time_raw(min(MAX_MFU, mfu * f), mbu, so, qo, serial_fraction)
-                      for tr, f in zip(traces, sizes, strict=True)])
-        pred = np.log(scale / (t / 1e9))
+                      for tr, f in zip(flat, sizes, strict=True)])
+        each = np.log(scale / (t / 1e9))
+        pred = np.full(n_rows, -np.inf)
+        np.maximum.at(pred, owner, each)
         err = float(np.mean((pred - target) ** 2))
         return err + PRIOR_WEIGHT * float(np.sum(((x - centre) / width) ** 2))
 
@@ -177,5 +189,6 @@ def fit_efficiency(
     if fixed is not None:
         x[1] = fixed
     eff = _efficiency(x, base, source)
-    ape = [abs(predict_rate(t, eff) / a - 1) for t, a in rows]
+    ape = [abs(max(predict_rate(t, eff) for t in g) / a - 1)
+           for g, (_, a) in zip(groups, rows, strict=True)]
     return eff, float(np.median(ape))

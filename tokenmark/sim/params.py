@@ -23,15 +23,17 @@ submission uses; everyone else: vLLM).
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass, replace
 from functools import cache
+from pathlib import Path
 
 from tokenmark.errors import ConfigError
-from tokenmark.perfmodel import Accelerator, Efficiency
+from tokenmark.perfmodel import Accelerator, Efficiency, accelerators
 from tokenmark.perfmodel.hardware import read_data_csv
 
 __all__ = ["STACKS", "EfficiencyRow", "default_stack", "efficiency_for", "efficiency_rows",
-           "parse_stack"]
+           "parse_stack", "read_efficiency", "round_key"]
 
 STACKS = ("trtllm", "vllm", "sglang", "other")
 
@@ -47,6 +49,11 @@ class EfficiencyRow:
     scenario: str = "*"  # Offline, Server or Interactive ("*": every scenario)
 
 
+def round_key(name: str) -> tuple[int, ...]:
+    """``"v6.1"`` -> ``(6, 1)``, for ordering MLPerf rounds."""
+    return tuple(int(x) for x in name.strip().lower().lstrip("v").split(".") if x.isdigit())
+
+
 def parse_stack(text: str) -> str:
     key = text.strip().lower().replace("-", "").replace("_", "").replace(" ", "")
     aliases = {"trt": "trtllm", "tensorrt": "trtllm", "tensorrtllm": "trtllm",
@@ -60,10 +67,9 @@ def default_stack(acc: Accelerator) -> str:
     return "trtllm" if acc.vendor == "NVIDIA" else "vllm"
 
 
-@cache
-def efficiency_rows() -> tuple[EfficiencyRow, ...]:
+def _rows(records: tuple[dict[str, str], ...]) -> tuple[EfficiencyRow, ...]:
     out = []
-    for r in read_data_csv("efficiency.csv"):
+    for r in records:
         rnd = r.get("round") or "*"
         sc = r.get("scenario") or "*"
         eff = Efficiency(
@@ -82,25 +88,60 @@ def efficiency_rows() -> tuple[EfficiencyRow, ...]:
     return tuple(out)
 
 
+@cache
+def efficiency_rows() -> tuple[EfficiencyRow, ...]:
+    """The packaged ``data/efficiency.csv``."""
+    return _rows(read_data_csv("efficiency.csv"))
+
+
+def read_efficiency(path: Path) -> tuple[EfficiencyRow, ...]:
+    """An ``efficiency.csv`` written by ``bench/calibrate.py`` elsewhere."""
+    with open(path, encoding="utf-8", newline="") as fh:
+        return _rows(tuple(csv.DictReader(fh)))
+
+
+def _predecessor(acc: Accelerator, families: set[str]) -> str | None:
+    """For an architecture without rows: its vendor's most capable architecture that
+    has some (peak dense compute at the narrowest precision of any of its parts in
+    accelerators.csv), the same software on the next generation."""
+    best: tuple[float, str] | None = None
+    for a in accelerators().values():
+        if a.vendor != acc.vendor or a.architecture not in families:
+            continue
+        peak = a.tflops_at(a.lowest_precision)
+        if best is None or peak > best[0]:
+            best = (peak, a.architecture)
+    return best[1] if best else None
+
+
 def efficiency_for(acc: Accelerator, stack: str | None = None,
-                   round_: str | None = None, scenario: str | None = None) -> Efficiency:
+                   round_: str | None = None, scenario: str | None = None,
+                   rows: tuple[EfficiencyRow, ...] | None = None) -> Efficiency:
     """The calibrated parameters for ``acc`` under ``stack`` (the vendor's reference
     stack when None) and software round (the newest fitted when None), for a scenario:
     ``Offline`` takes the rows fitted on Offline results, ``Interactive`` its own, and
     everything else (Server, the open-loop patterns, the emulated server: ``None``) the
-    Server rows. Falls back (architecture, stack) -> architecture -> vendor -> global;
-    a file without a scenario column (``*``) serves every scenario."""
+    Server rows. Falls back (architecture, stack) -> architecture -> (for an
+    architecture without rows, as calibration does: the vendor's most capable
+    architecture with rows, with the stack, then without) -> vendor -> global; a file
+    without a scenario column (``*``) serves every scenario. ``rows``: another table
+    than the packaged one (:func:`read_efficiency`)."""
     st = stack or default_stack(acc)
     want = scenario if scenario in ("Offline", "Interactive") else "Server"
-    rows = tuple(r for r in efficiency_rows() if r.scenario in (want, "*"))
-    own = sorted((r for r in rows if r.family == acc.architecture and r.stack == st
+    table = efficiency_rows() if rows is None else rows
+    rows_ = tuple(r for r in table if r.scenario in (want, "*"))
+    own = sorted((r for r in rows_ if r.family == acc.architecture and r.stack == st
                   and r.round != "*" and (round_ is None or r.round == round_)),
-                 key=lambda r: (r.round, r.scenario == want))
+                 key=lambda r: (round_key(r.round), r.scenario == want))
     if own:
         return own[-1].efficiency
-    for fam, stk in ((acc.architecture, st), (acc.architecture, "*"), (acc.vendor, "*"),
-                     ("*", "*")):
-        found = [r for r in rows if r.family == fam and r.stack == stk and r.round == "*"]
+    levels = [(acc.architecture, st), (acc.architecture, "*")]
+    if not any(r.family == acc.architecture for r in rows_):
+        pre = _predecessor(acc, {r.family for r in rows_})
+        if pre is not None:
+            levels += [(pre, st), (pre, "*")]
+    for fam, stk in (*levels, (acc.vendor, "*"), ("*", "*")):
+        found = [r for r in rows_ if r.family == fam and r.stack == stk and r.round == "*"]
         if found:
             return max(found, key=lambda r: r.scenario == want).efficiency
     return replace(Efficiency(), source="default (no calibrated row)")

@@ -1,21 +1,40 @@
 """From what the user names (accelerator, count, topology, model, precision,
-parallelism, serving policy) to a checked :class:`~tokenmark.perfmodel.Deployment`.
+parallelism, serving policy) to checked :class:`~tokenmark.perfmodel.Deployment`
+candidates, searched the same way by every prediction (:mod:`tokenmark.sim.predict`):
+``tokenmark simulate``, ``simulate --scaling``, calibration and its forward evaluation.
 
-What is left unsaid is decided as MLPerf submitters decide it, by documented rules:
+What is left unsaid is decided as MLPerf submitters decide it, by documented rules,
+and where they tune per scenario, by trying the candidates and keeping the best:
 
-- **precision**: the narrowest the accelerator computes natively (FP4 on Blackwell and
-  CDNA 4, FP8 on Hopper, Ada and CDNA 3, else BF16), as the closed-division
-  submissions do for every benchmark whose accuracy target allows it;
-- **tensor parallelism**: the smallest power of two (up to the scale-up domain) whose
-  replica holds the weights and KV cache for ``TARGET_BATCH`` sequences of the
-  workload's mean length, so the batch can grow large enough for throughput; if none
-  does, the largest that fits at all;
-- **replicas** (data parallelism): every accelerator is used, so ``count / (tp x
-  pp)`` must be a whole number;
-- **max_num_seqs**: 1024 (TensorRT-LLM's and vLLM's large-batch settings in MLPerf
-  configurations run 512-2048), the KV cache limiting it further where it is smaller.
+- **precision**: the one given (or the published row's ``weight_data_types``), else the
+  narrowest the accelerator computes natively (FP4 on Blackwell, Rubin and CDNA 4, FP8
+  on Hopper, Ada and CDNA 3, else BF16), as the closed-division submissions do for
+  every benchmark whose accuracy target allows it; a format the accelerator does not
+  compute is weight-only quantisation (:attr:`~tokenmark.perfmodel.Deployment.compute_dtype`);
+- **tensor parallelism** of a dense model: the smallest power of two (up to the
+  scale-up domain) whose replica holds the weights and KV cache for ``TARGET_BATCH``
+  sequences of the workload's mean length, so the batch can grow large enough for
+  throughput (if none does, the largest that fits at all); the candidates are that
+  and twice it, where it fits the scale-up domain (latency limits reward wider
+  replicas);
+- a **mixture-of-experts** model has three layouts, each a candidate where it fits:
+  (a) a tensor-parallel group as above with its experts spread over the same
+  accelerators by expert parallelism (``ep = tp``); (b) attention data parallelism
+  over a node's ``g = min(8, domain)`` accelerators (``tp 1, dp g, ep g``): every
+  accelerator attends to its own sequences and holds the non-expert weights, the
+  experts spread over the group; (c) "wide" expert parallelism over a whole scale-up
+  domain larger than a node (``dp = ep =`` the NVL72 rack's 72);
+- **speculative decoding** with the model's own draft (DeepSeek-R1's MTP head,
+  ``drafts.csv``), from the round whose rules allow it: each layout with and without it;
+- **replicas**: every accelerator is used, so ``count / (tp x dp x pp)`` must be a
+  whole number;
+- **max_num_seqs**: 1024 per attention group (TensorRT-LLM's and vLLM's large-batch
+  settings in MLPerf configurations run 512-2048), the KV cache limiting it further,
+  and the chunked-prefill budget per group; both scale with ``dp``.
 
-Every rule's outcome is recorded in :attr:`Plan.notes` and written with the results.
+Every rule's outcome is recorded in :attr:`Plan.notes` and written with the results;
+:func:`candidates` returns every layout that fits, :func:`plan_deployment` the first
+(the rules' choice without a search).
 """
 
 from __future__ import annotations
@@ -34,14 +53,16 @@ from tokenmark.perfmodel import (
     find_accelerator,
     find_model,
 )
-from tokenmark.sim.params import efficiency_for
+from tokenmark.sim.params import efficiency_for, round_key
 from tokenmark.sim.workloads import workload
 
-__all__ = ["TARGET_BATCH", "ClusterSpec", "Plan", "plan_deployment"]
+__all__ = ["TARGET_BATCH", "ClusterSpec", "Plan", "candidates", "plan_deployment", "round_key"]
 
 #: Sequences a replica should be able to hold at once when its TP is chosen.
 TARGET_BATCH = 256
 DEFAULT_MAX_NUM_SEQS = 1024
+#: Accelerators in one node-sized attention data-parallel group (an HGX board's 8).
+NODE_GROUP = 8
 
 
 @dataclass(frozen=True)
@@ -57,7 +78,9 @@ class ClusterSpec:
     precision: str | None = None
     tp: int | None = None
     pp: int = 1
-    ep: int = 1
+    ep: int | None = None  # None: the layout's (1 for dense models)
+    dp: int | None = None  # None: the layout's (1 for dense models)
+    spec_tokens: int | None = None  # None: searched where the round allows the draft
     max_num_seqs: int | None = None
     max_batched_tokens: int = 8192
     gpu_memory_utilization: float = 0.9
@@ -67,6 +90,9 @@ class ClusterSpec:
     software_round: str | None = None  # calibrated parameters of that round (None: newest)
     scenario: str | None = None  # Server/Interactive take their own calibrated row if any
     efficiency: Efficiency | None = None  # explicit override of the calibrated row
+    #: the MLPerf round whose rules apply (drafts allowed from their ``from_round``);
+    #: None: every technique the model has
+    rules_round: str | None = None
 
     @property
     def count(self) -> int:
@@ -93,7 +119,10 @@ def _topology(spec: ClusterSpec, acc: Accelerator) -> Topology:
 def _precision(spec: ClusterSpec, acc: Accelerator, notes: list[str]) -> Precision:
     if spec.precision:
         p = Precision.parse(spec.precision)
-        acc.tflops_at(p)
+        c = acc.compute_precision(p)
+        if c is not p:
+            notes.append(f"precision {p.value}: {acc.short} has no {p.value} matmuls, so "
+                         f"weight-only quantisation computed at {c.value}")
         return p
     p = acc.lowest_precision
     notes.append(f"precision {p.value}: the narrowest {acc.short} computes natively")
@@ -101,12 +130,15 @@ def _precision(spec: ClusterSpec, acc: Accelerator, notes: list[str]) -> Precisi
 
 
 def _choose_tp(base: Deployment, spec: ClusterSpec, mean_len: float, topo: Topology,
-               notes: list[str]) -> int:
+               notes: list[str], ep_follows: bool) -> int:
+    """The rules' tensor parallelism (module docstring); ``ep_follows``: experts spread
+    over the same accelerators (``ep = tp``)."""
     cands = [t for t in (1, 2, 4, 8, 16, 32, 64, 72) if t <= topo.domain
              and spec.count % (t * spec.pp) == 0]
     fitting = []
     for t in cands:
-        d = replace(base, tp=t, replicas=spec.count // (t * spec.pp), topology=topo)
+        ep = t if ep_follows and base.model.is_moe else base.ep
+        d = replace(base, tp=t, ep=ep, replicas=spec.count // (t * spec.pp), topology=topo)
         if d.kv_capacity_tokens >= 1024:
             fitting.append((t, d.kv_capacity_tokens))
     if not fitting:
@@ -129,12 +161,9 @@ def _beams(model: str) -> int:
         return 1
 
 
-def plan_deployment(spec: ClusterSpec, mean_input: float, mean_output: float) -> Plan:
-    """The deployment for ``spec`` with a workload of those mean lengths. Raises
-    :class:`~tokenmark.errors.ConfigError` naming the numbers that do not fit."""
+def _base(spec: ClusterSpec, notes: list[str]) -> tuple[Deployment, Topology]:
     acc = find_accelerator(spec.accelerator)
     model: ModelArch = find_model(spec.model)
-    notes: list[str] = []
     topo = _topology(spec, acc)
     precision = _precision(spec, acc, notes)
     eff = spec.efficiency or efficiency_for(acc, spec.stack, spec.software_round,
@@ -151,15 +180,93 @@ def plan_deployment(spec: ClusterSpec, mean_input: float, mean_output: float) ->
         beams=beams,
     )
     base = Deployment(acc, model, precision, tp=1, replicas=1, efficiency=eff, policy=policy,
-                      pp=spec.pp, ep=spec.ep)
-    tp = spec.tp or _choose_tp(base, spec, mean_input + beams * mean_output, topo, notes)
-    per = tp * spec.pp
+                      pp=spec.pp, ep=spec.ep or 1, dp=spec.dp or 1)
+    return base, topo
+
+
+def _sized(base: Deployment, spec: ClusterSpec, topo: Topology, tp: int, dp: int,
+           ep: int, spec_tokens: int) -> Deployment:
+    """A layout with its replicas, topology and per-group policy, checked."""
+    per = tp * dp * spec.pp
     if per < 1 or spec.count % per:
         raise ConfigError(
-            f"tp {tp} x pp {spec.pp} = {per} accelerators per replica does not divide the "
-            f"{spec.count} accelerators ({spec.nodes} nodes x {spec.per_node}); choose tp "
-            f"and pp whose product divides {spec.count}"
+            f"tp {tp} x dp {dp} x pp {spec.pp} = {per} accelerators per replica does not "
+            f"divide the {spec.count} accelerators ({spec.nodes} nodes x {spec.per_node}); "
+            f"choose parallelism whose product divides {spec.count}"
         )
-    d = replace(base, tp=tp, replicas=spec.count // per, topology=topo)
+    pol = base.policy
+    if dp > 1:
+        pol = replace(pol, max_num_seqs=pol.max_num_seqs * dp,
+                      max_batched_tokens=pol.max_batched_tokens * dp)
+    d = replace(base, tp=tp, dp=dp, ep=ep, replicas=spec.count // per, topology=topo,
+                policy=pol, spec_tokens=spec_tokens)
     d.check()
-    return Plan(d, tuple(notes))
+    return d
+
+
+def _draft_tokens(spec: ClusterSpec, model: ModelArch) -> tuple[int, ...]:
+    """The speculative-decoding settings to try: none, and the model's own draft where
+    the round's rules allow it."""
+    if spec.spec_tokens is not None:
+        return (spec.spec_tokens,)
+    draft = model.draft
+    if draft is None or (spec.rules_round is not None
+                         and round_key(spec.rules_round) < round_key(draft.from_round)):
+        return (0,)
+    return (0, draft.tokens)
+
+
+def candidates(spec: ClusterSpec, mean_input: float, mean_output: float) -> list[Plan]:
+    """Every layout the rules allow for ``spec`` that fits (module docstring), the
+    rules' own choice first. Raises :class:`~tokenmark.errors.ConfigError` naming the
+    numbers when none does."""
+    notes: list[str] = []
+    base, topo = _base(spec, notes)
+    m = base.model
+    mean_len = mean_input + base.policy.beams * mean_output
+    fixed = spec.tp is not None or spec.dp is not None or spec.ep is not None
+    layouts: list[tuple[int, int, int, str]] = []  # (tp, dp, ep, why)
+    why_tp: list[str] = []  # the tp rule's outcome, a note of the layouts it made
+    if fixed or not m.is_moe:
+        tp = spec.tp or _choose_tp(base, spec, mean_len, topo, why_tp, ep_follows=False)
+        layouts.append((tp, spec.dp or 1, spec.ep or 1, "; ".join(why_tp)))
+        t2 = tp * 2
+        if (not fixed and t2 <= topo.domain and spec.count % (t2 * spec.pp) == 0):
+            layouts.append((t2, 1, 1, f"tp {t2}: twice the rules' tp (latency limits "
+                            "reward wider replicas)"))
+    else:
+        tp = _choose_tp(base, spec, mean_len, topo, why_tp, ep_follows=True)
+        layouts.append((tp, 1, tp, "; ".join([*why_tp, f"experts spread over the tp {tp} "
+                                              f"group (ep {tp})"])))
+        g = min(NODE_GROUP, topo.domain, spec.count)
+        if spec.pp == 1 and g > 1 and spec.count % g == 0:
+            layouts.append((1, g, g, f"attention data-parallel over {g} (dp {g}, ep {g})"))
+        w = topo.domain
+        if spec.pp == 1 and w > NODE_GROUP and spec.count % w == 0:
+            layouts.append((1, w, w, f"wide expert parallelism over the {w}-accelerator "
+                            f"scale-up domain (dp {w}, ep {w})"))
+    plans: list[Plan] = []
+    first_error: ConfigError | None = None
+    for tp, dp, ep, why in layouts:
+        for s in _draft_tokens(spec, m):
+            try:
+                d = _sized(base, spec, topo, tp, dp, ep, s)
+            except ConfigError as e:
+                first_error = first_error or e
+                continue
+            extra = [why] if why else []
+            if s:
+                draft = m.draft
+                assert draft is not None
+                extra.append(f"speculative decoding: {draft.kind} drafts {s} tokens a step, "
+                             f"{d.tokens_per_step:.2f} kept on average")
+            plans.append(Plan(d, tuple(notes + extra)))
+    if not plans:
+        assert first_error is not None
+        raise first_error
+    return plans
+
+
+def plan_deployment(spec: ClusterSpec, mean_input: float, mean_output: float) -> Plan:
+    """The rules' deployment for ``spec`` (the first of :func:`candidates`)."""
+    return candidates(spec, mean_input, mean_output)[0]

@@ -34,14 +34,21 @@ def deployment_json(d: Deployment) -> dict[str, Any]:
         "architecture": acc.architecture,
         "model": d.model.name,
         "precision": d.precision.value,
+        "compute_precision": d.compute_dtype.value,
         "kv_cache_precision": d.kv_dtype.value,
         "topology": {"nodes": topo.nodes, "per_node": topo.per_node,
                      "scale_up_domain": topo.domain,
                      "scale_out_gb_s_per_accelerator": topo.scale_out_gb_s,
                      "accelerators": topo.total},
-        "parallelism": {"tp": d.tp, "pp": d.pp, "ep": d.ep, "replicas": d.replicas,
+        "parallelism": {"tp": d.tp, "dp": d.dp, "pp": d.pp, "ep": d.ep,
+                        "replicas": d.replicas,
                         "accelerators_per_replica": d.per_replica,
-                        "tp_spans_scale_up_domains": d.tp_spans_domains},
+                        "tp_spans_scale_up_domains": d.tp_spans_domains,
+                        "replica_spans_scale_up_domains": d.replica_spans_domains},
+        "speculative_decoding": ({"draft": d.model.draft.kind if d.model.draft else "",
+                                  "tokens_drafted": d.spec_tokens,
+                                  "tokens_per_step": d.tokens_per_step}
+                                 if d.spec_tokens else None),
         "serving_policy": {"max_num_seqs": pol.max_num_seqs,
                            "max_batched_tokens": pol.max_batched_tokens,
                            "gpu_memory_utilization": pol.gpu_memory_utilization,
@@ -78,8 +85,12 @@ def report_lines(doc: dict[str, Any]) -> list[str]:
         f"node{'s' if topo['nodes'] != 1 else ''} x {topo['per_node']}, scale-up domain "
         f"{topo['scale_up_domain']})",
         f"model: {dep['model']} at {dep['precision']} (KV cache {dep['kv_cache_precision']})",
-        f"parallelism: {par['replicas']} replicas x tp {par['tp']} x pp {par['pp']}"
-        f" (ep {par['ep']})",
+        f"parallelism: {par['replicas']} replicas x tp {par['tp']} x dp {par.get('dp', 1)} x "
+        f"pp {par['pp']} (ep {par['ep']})"
+        + (f"; speculative decoding: {dep['speculative_decoding']['draft']} drafting "
+           f"{dep['speculative_decoding']['tokens_drafted']}, "
+           f"{dep['speculative_decoding']['tokens_per_step']:.2f} tokens a step"
+           if dep.get("speculative_decoding") else ""),
         f"efficiency: mfu {dep['efficiency']['mfu']:.3f}, mbu {dep['efficiency']['mbu']:.3f}, "
         f"step {dep['efficiency']['step_overhead_us']:.0f} us, per sequence "
         f"{dep['efficiency']['seq_overhead_us']:.1f} us ({dep['efficiency']['source']})",

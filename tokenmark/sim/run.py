@@ -21,17 +21,22 @@ from typing import Any
 
 import numpy as np
 
-from tokenmark.dataset import Dataset
+from tokenmark.dataset import Dataset, SyntheticDataset
 from tokenmark.metrics.summary import RunData, Summary, summarize
+from tokenmark.perfmodel.hardware import find_model
+from tokenmark.perfmodel.outputs import OutputPlanner, output_model
+from tokenmark.perfmodel.vision import chat_images, vision_encoder
 from tokenmark.records import ErrorClass
 from tokenmark.rules import ClientStats, Verdicts, evaluate
 from tokenmark.scenarios import Schedule, ScheduleKind, build_schedule
 from tokenmark.settings import EffectiveSettings
 from tokenmark.sim.cluster import Cluster
 from tokenmark.sim.driver import SimResult, simulate
-from tokenmark.sim.explain import explain, itl_column
+from tokenmark.sim.explain import explain, itl_column, with_verdict
+from tokenmark.sim.workloads import image_load
 
-__all__ = ["SimulatedRun", "dataset_lengths", "run_data", "run_simulation"]
+__all__ = ["SimulatedRun", "dataset_lengths", "file_requests", "request_arrays", "run_data",
+           "run_simulation"]
 
 
 @dataclass
@@ -59,6 +64,48 @@ def dataset_lengths(dataset: Dataset) -> tuple[np.ndarray, np.ndarray]:
         a[i] = s.input_tokens
         b[i] = s.output_tokens
     return a, b
+
+
+def request_arrays(dataset: Dataset, benchmark: str
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Each sample's prompt tokens, output tokens and vision-encoder FLOPs (None for a
+    text-only benchmark): a vision-language benchmark's synthetic samples carry its
+    images' tokens and encoder work (:func:`~tokenmark.sim.workloads.image_load`) on top
+    of their drawn text; a dataset file's samples are read as the emulated server reads
+    them (:func:`file_requests`)."""
+    if not isinstance(dataset, SyntheticDataset):
+        return file_requests(dataset, benchmark)
+    inp, out = dataset_lengths(dataset)
+    tokens, flops = image_load(benchmark)
+    if not tokens:
+        return inp, out, None
+    return inp + tokens, out, np.full(inp.shape[0], flops)
+
+
+def file_requests(dataset: Dataset, benchmark: str
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """A dataset file's samples as the emulated server takes them, by the same rules
+    (:class:`~tokenmark.adapters.emulated_sut.EmulatedSUT`): each chat's images add
+    their tokens and encoder FLOPs (:func:`~tokenmark.perfmodel.vision.chat_images`),
+    and the answer's length is planned by the model's
+    :class:`~tokenmark.perfmodel.outputs.OutputPlanner` (the sample's reference answer
+    length when the file has one, else its output tokens)."""
+    n = len(dataset)
+    inp = np.empty(n, dtype=np.int64)
+    out = np.empty(n, dtype=np.int64)
+    enc = np.zeros(n, dtype=np.float64)
+    planner = OutputPlanner(output_model(benchmark))
+    for i in range(n):
+        s = dataset.sample(i)
+        tokens, flops = 0, 0.0
+        if s.images and s.is_chat and s.messages is not None:
+            model = find_model(benchmark)
+            tokens, flops, _ = chat_images(vision_encoder(model), s.messages, model.name)
+        inp[i] = max(1, s.input_tokens) + tokens
+        enc[i] = flops
+        out[i] = planner.plan("", max(1, s.output_tokens),
+                              reference=s.expected_output_tokens).total
+    return inp, out, (enc if enc.any() else None)
 
 
 def run_data(r: SimResult, schedule: Schedule, cluster: Cluster) -> tuple[RunData, np.ndarray]:
@@ -103,8 +150,9 @@ def run_data(r: SimResult, schedule: Schedule, cluster: Cluster) -> tuple[RunDat
 def run_simulation(eff: EffectiveSettings, dataset: Dataset, cluster: Cluster) -> SimulatedRun:
     """Simulate one benchmark run of ``eff`` over ``dataset`` on ``cluster``."""
     schedule = build_schedule(eff, len(dataset))
-    inp, out = dataset_lengths(dataset)
-    result = simulate(schedule, inp, out, cluster, max_concurrency=eff.max_concurrency)
+    inp, out, enc = request_arrays(dataset, eff.requested.benchmark)
+    result = simulate(schedule, inp, out, cluster, max_concurrency=eff.max_concurrency,
+                      encoder_by_sample=enc)
     data, order = run_data(result, schedule, cluster)
     summary = summarize(data, eff)
     n_queries = int(np.unique(result.query_id).shape[0]) if len(result) else 0
@@ -114,4 +162,6 @@ def run_simulation(eff: EffectiveSettings, dataset: Dataset, cluster: Cluster) -
     verdicts = evaluate(summary, eff, client)
     why = explain(cluster.engines, result.first, result.scheduled, result.issued,
                   result.admitted, (result.done >= 0) & ~result.rejected, done=result.done)
+    why = with_verdict(why, [(f.rule, f.observed, f.required)
+                             for f in verdicts.mlperf.failed])
     return SimulatedRun(eff, schedule, result, summary, verdicts, why, order)

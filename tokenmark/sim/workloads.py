@@ -6,6 +6,12 @@ comes from. Output means are matched to the published results themselves (tokens
 divided by samples/s in the MLPerf results CSV); input lengths are estimates where no
 published mean was found, and say so. A run against a real dataset file does not use
 this table.
+
+A vision-language benchmark's row also names its images per request and their size
+(``images``, ``image_size``): :func:`image_load` turns them into the prompt tokens they
+add and the vision encoder's FLOPs by the one rule the emulated server applies
+(:mod:`tokenmark.perfmodel.vision`: the processor's resize, 32 x 32 pixels a token for
+Qwen3-VL, its ViT's FLOPs).
 """
 
 from __future__ import annotations
@@ -15,9 +21,10 @@ from functools import cache
 
 from tokenmark.dataset import LengthDistribution, SyntheticDataset
 from tokenmark.errors import ConfigError
-from tokenmark.perfmodel.hardware import read_data_csv
+from tokenmark.perfmodel.hardware import find_model, read_data_csv
+from tokenmark.perfmodel.vision import vision_encoder
 
-__all__ = ["Workload", "synthetic_dataset", "workload"]
+__all__ = ["Workload", "image_load", "synthetic_dataset", "workload"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +36,8 @@ class Workload:
     beams: int  # sequences decoded per request (beam search width)
     status: str
     sources: str
+    images: int = 0  # images per request (vision-language benchmarks)
+    image_size: tuple[int, int] = (0, 0)  # their width and height in pixels
 
 
 @cache
@@ -44,8 +53,36 @@ def _table() -> dict[str, Workload]:
             beams=int(r["beams"] or 1),
             status=r["status"],
             sources=r["sources"],
+            images=int(r.get("images") or 0),
+            image_size=_size(r.get("image_size") or ""),
         )
     return out
+
+
+def _size(text: str) -> tuple[int, int]:
+    if not text:
+        return (0, 0)
+    w, h = text.lower().split("x")
+    return int(w), int(h)
+
+
+def image_load(benchmark: str) -> tuple[int, float]:
+    """The prompt tokens a request's images add (their image tokens and markers) and
+    the FLOPs the vision encoder spends on them, for ``benchmark``'s workload; (0, 0.0)
+    for a text-only one."""
+    try:
+        w = workload(benchmark)
+    except ConfigError:
+        return 0, 0.0
+    if not w.images:
+        return 0, 0.0
+    enc = vision_encoder(find_model(benchmark))
+    if enc is None:
+        raise ConfigError(f"{benchmark} has images in workloads.csv but its model has no "
+                          "row in vision.csv")
+    width, height = w.image_size
+    return (w.images * enc.prompt_tokens(width, height),
+            w.images * enc.flops(enc.patches(width, height)))
 
 
 def _key(name: str) -> str:

@@ -1,0 +1,125 @@
+"""Vision-language prefill in the simulator: a Qwen3-VL request's image becomes prompt
+tokens and vision-encoder work by the emulator's rule (perfmodel/vision.py), and the
+step that starts its prefill pays for both; numbers computed by hand from the data
+files (vision.csv, models.csv, accelerators.csv, workloads.csv)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tokenmark.perfmodel import (
+    Deployment,
+    Efficiency,
+    Precision,
+    ReplicaEngine,
+    find_accelerator,
+    find_model,
+)
+from tokenmark.perfmodel.outputs import OutputPlanner, output_model
+from tokenmark.records import Message, Sample
+from tokenmark.sim.run import request_arrays
+from tokenmark.sim.workloads import image_load, synthetic_dataset
+from tokenmark.workload.images import ImageSize, data_url, generate_png, sniff
+
+QWEN = "qwen3-vl-235b-a22b"
+# One 2048 x 2048 product image (workloads.csv): a multiple of 32 on both sides and
+# below max_pixels, so it stays; 16 x 16 patches: 128 x 128 = 16384; 2 x 2 merged:
+# 4096 image tokens, plus <|vision_start|> and <|vision_end|>.
+P = 16384
+TOKENS = 4096 + 2
+# The ViT (vision.csv): depth 27, hidden 1152, intermediate 4304, 4 mergers into the
+# language model's 4096, temporal patch 2 of 16 x 16 pixels x 3 colours.
+H, INTER, D = 1152, 4304, 27
+EMBED = 2 * P * 3 * 2 * 16 * 16 * H
+LINEAR = 2 * P * (4 * H * H + 2 * H * INTER)
+ATTENTION = 4 * P * P * H
+MERGE = 2 * (P / 4) * ((H * 4) ** 2 + H * 4 * 4096)
+ENCODER = EMBED + D * (LINEAR + ATTENTION) + 4 * MERGE  # ~48.2 TFLOP
+
+
+def test_an_image_is_tokens_and_encoder_work():
+    tokens, flops = image_load(QWEN)
+    assert tokens == TOKENS
+    assert flops == pytest.approx(ENCODER)
+    assert 48e12 < ENCODER < 48.5e12
+    assert image_load("llama3.1-8b") == (0, 0.0)  # a text-only benchmark
+
+
+def test_synthetic_samples_carry_their_images():
+    ds = synthetic_dataset(QWEN, 64, seed=3)
+    inp, out, enc = request_arrays(ds, QWEN)
+    text = np.array([ds.sample(i).input_tokens for i in range(64)])
+    assert (inp == text + TOKENS).all()
+    assert enc is not None and (enc == ENCODER).all()
+    ds8 = synthetic_dataset("llama3.1-8b", 16, seed=3)
+    assert request_arrays(ds8, "llama3.1-8b")[2] is None
+
+
+def test_the_prefill_step_pays_for_the_encoder():
+    eff = Efficiency(mfu=0.5, mbu=0.8, step_overhead_ns=0, seq_overhead_ns=0)
+    gb300 = find_accelerator("GB300")  # 15000 dense FP4 TFLOPS
+    m = find_model(QWEN)
+    d = Deployment(gb300, m, Precision.FP4, tp=4, ep=4, efficiency=eff)
+    n = 700 + TOKENS  # the text and the image, one chunk within the 8192-token budget
+    e = ReplicaEngine(d)
+    e.submit(0, n, 2, encoder_flops=ENCODER)
+    plan = e.advance().plan
+    # Qwen3-VL's language model (config.json): 22e9 active, vocab 151936, hidden 4096,
+    # 94 layers, 64 heads of 128, 128 experts of which 8 a token
+    head = 151936 * 4096
+    body = 22e9 - 2 * head
+    routed = 8 * (235e9 - 22e9) / 120
+    imbalance = 1 + math.sqrt(2 * math.log(4) / (n * 8 / 4))  # ep 4 over 4 GPUs
+    attn = 4 * 94 * 64 * 128
+    flops = (2 * body + 2 * routed * (imbalance - 1)) * n + 2 * head + attn * n * (n + 1) / 2
+    peak = 4 * 15000e12  # the replica's FP4 FLOP/s
+    compute = (flops + ENCODER) / peak * 1e9 / 0.5
+    assert plan.cost.compute_ns == pytest.approx(compute, rel=1e-6)
+    # the encoder's share is counted as prefill compute
+    assert plan.cost.prefill_flop_share == pytest.approx(1.0, abs=1e-3)
+    # the same request without its image work: shorter by exactly the encoder's time
+    e2 = ReplicaEngine(d)
+    e2.submit(0, n, 2)
+    assert e2.advance().plan.cost.compute_ns == pytest.approx(
+        compute - ENCODER / peak * 1e9 / 0.5, rel=1e-6)
+
+
+class _File:
+    """A dataset file's samples (the Dataset protocol), as a loaded file gives them."""
+
+    name = "file"
+    fingerprint = "0"
+
+    def __init__(self, samples: list[Sample]) -> None:
+        self._s = samples
+
+    def __len__(self) -> int:
+        return len(self._s)
+
+    def sample(self, index: int) -> Sample:
+        return self._s[index]
+
+
+def test_a_dataset_file_is_read_as_the_emulated_server_reads_it():
+    png = generate_png(0, 0, ImageSize(512, 512))
+    url = data_url(png, sniff(png))  # type: ignore[arg-type]
+    chat = Sample(0, "p", 40, 500, messages=(Message("user", "describe", (url,)),),
+                  images=1, expected_output_tokens=120)
+    plain = Sample(1, "q", 30, 64)  # no reference answer: its output tokens, exactly
+    inp, out, enc = request_arrays(_File([chat, plain]), QWEN)
+    # 512 x 512: 32 x 32 patches of 16 pixels, 2 x 2 merged: 256 tokens and 2 markers
+    assert inp.tolist() == [40 + 258, 30]
+    # the reference answer (120) stops it before max_tokens (500), as the planner says
+    assert out.tolist() == [120, 64]
+    ref = OutputPlanner(output_model(QWEN)).plan("", 500, reference=120)
+    assert (ref.total, ref.finish) == (120, "stop")
+    h, p = 1152, 1024  # the encoder's FLOPs for 1024 patches, by the module's formula
+    flops = (2 * p * 3 * 2 * 16 * 16 * h + D * (2 * p * (4 * h * h + 2 * h * INTER)
+                                               + 4 * p * p * h)
+             + 4 * 2 * (p / 4) * ((h * 4) ** 2 + h * 4 * 4096))
+    assert enc is not None and enc.tolist() == pytest.approx([flops, 0.0])
+    # a text-only file has no encoder work
+    assert request_arrays(_File([plain]), "llama3.1-8b")[2] is None

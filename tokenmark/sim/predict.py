@@ -1,0 +1,201 @@
+"""The one prediction path: what a system delivers in an MLPerf scenario.
+
+``tokenmark simulate`` (which deployment it runs), ``simulate --scaling``, the
+calibration and its forward evaluation all predict through :func:`predict`, so the same
+system gets the same figure whichever asks:
+
+1. the planner's candidates (:func:`~tokenmark.sim.plan.candidates`: precision, tensor /
+   attention-data / expert parallelism, speculative decoding, replicas);
+2. **Offline** throughput of a candidate: one replica's Offline run in its place in the
+   topology, recorded once without parameters (:func:`offline_trace`: every request
+   queued at once, as many as ~600 s of work at a nominal efficiency, the size LoadGen
+   gives an Offline run), timed under the Offline efficiency exactly
+   (:class:`~tokenmark.sim.fit.OfflineTrace`), times the replicas. The scenario's
+   prediction is the best candidate;
+3. **Server / Interactive**: the highest Poisson rate within the benchmark's p99
+   limits (:func:`~tokenmark.sim.search.max_server_rate`) under the scenario's
+   efficiency, found coarsely (10%) for every candidate and to 2% for the best, times the
+   tokens (or samples) per request, and never above the **same deployment's Offline
+   throughput** under the Offline efficiency (a Server run cannot deliver more than the
+   system does with every query queued at once; published Server results are at most the
+   Offline ones for 96% of the systems with both), which itself is at most the system's
+   Offline prediction.
+
+Traces are kept per deployment and workload for the life of the process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from tokenmark.perfmodel import Deployment, Efficiency, ReplicaEngine, find_accelerator
+from tokenmark.settings import LatencyLimits
+from tokenmark.sim.fit import OfflineTrace, predict_rate
+from tokenmark.sim.params import efficiency_for
+from tokenmark.sim.plan import ClusterSpec, Plan, candidates
+from tokenmark.sim.search import max_server_rate, replica_offline_rate
+
+__all__ = ["OFFLINE_SECONDS", "SIZING", "UNIT", "Prediction", "calibrated", "deployment_key",
+           "offline_rate", "offline_trace", "predict", "server_rate", "workload_key"]
+
+#: Parameters used only to size the Offline traces (never for a prediction).
+SIZING = Efficiency(mfu=0.5, mbu=0.75, step_overhead_ns=1_500_000, seq_overhead_ns=2_000)
+UNIT = Efficiency(mfu=1.0, mbu=1.0, step_overhead_ns=0, seq_overhead_ns=0, source="trace")
+OFFLINE_SECONDS = 600.0
+#: An Offline trace holds at least the dataset's worth of requests per system, at most this.
+MAX_TRACE_REQUESTS = 60000
+DATASET_SAMPLES = 8192
+#: Server searches: every candidate to this relative tolerance, the best one to the next.
+SCREEN_TOL = 0.1
+FINAL_TOL = 0.02
+
+_TRACES: dict[tuple[Any, ...], OfflineTrace] = {}
+
+
+def deployment_key(d: Deployment) -> tuple[Any, ...]:
+    """What makes two deployments step alike (efficiency aside)."""
+    t = d.topo
+    p = d.policy
+    return (d.accelerator.short, d.model.name, d.precision.value, d.kv_dtype.value, d.tp,
+            d.dp, d.pp, d.ep, d.spec_tokens, d.replicas, t.nodes, t.per_node, t.domain,
+            t.scale_out_gb_s, p.max_num_seqs, p.max_batched_tokens,
+            p.gpu_memory_utilization, p.beams, p.prefill_replicas)
+
+
+def workload_key(inputs: np.ndarray, outputs: np.ndarray,
+                 encoder: np.ndarray | None = None) -> str:
+    h = hashlib.sha256(np.ascontiguousarray(inputs, dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(outputs, dtype=np.int64).tobytes())
+    if encoder is not None:
+        h.update(np.ascontiguousarray(encoder, dtype=np.float64).tobytes())
+    return h.hexdigest()[:16]
+
+
+def offline_trace(d: Deployment, inputs: np.ndarray, outputs: np.ndarray, *,
+                  samples: bool = False, seed: int = 7,
+                  encoder: np.ndarray | None = None) -> OfflineTrace:
+    """The parameter-free Offline run of one replica of ``d`` in its place: about
+    ``OFFLINE_SECONDS`` of work at the sizing efficiency (at least the dataset's
+    ``DATASET_SAMPLES`` requests spread over the replicas), each step's compute and
+    memory time at 100% efficiency, communication and sequences. ``samples``: its units
+    are requests, else output tokens (of the answer: one beam's with beam search);
+    ``encoder``: each sample's vision-encoder FLOPs.
+    Kept per deployment and workload."""
+    key = (deployment_key(d), workload_key(inputs, outputs, encoder), samples, seed)
+    got = _TRACES.get(key)
+    if got is not None:
+        return got
+    sizing = replace(d, efficiency=SIZING)
+    rate = replica_offline_rate(sizing, inputs, outputs, requests=1500, encoder=encoder)
+    n = int(min(MAX_TRACE_REQUESTS,
+                max(DATASET_SAMPLES / d.replicas, 1.1 * OFFLINE_SECONDS * rate, 500)))
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, inputs.shape[0], size=n)
+    eng = ReplicaEngine(replace(d.single_replica(), efficiency=UNIT))
+    for i, k in enumerate(idx.tolist()):
+        eng.submit(i, int(inputs[k]), int(outputs[k]),
+                   encoder_flops=float(encoder[k]) if encoder is not None else 0.0)
+    c0: list[float] = []
+    m0: list[float] = []
+    cm: list[float] = []
+    sq: list[int] = []
+    while eng.has_work:
+        o = eng.advance()
+        c = o.plan.cost
+        c0.append(c.compute_ns)
+        m0.append(c.memory_ns)
+        cm.append(c.comm_ns)
+        sq.append(o.plan.batch)
+    # every request runs to its end: its answer's tokens (with beam search, GPT-J's 4
+    # beams, the engine makes width x them; MLPerf counts the answer's)
+    units = float(n) if samples else float(outputs[idx].sum())
+    trace = OfflineTrace(np.asarray(c0, np.float64), np.asarray(m0, np.float64),
+                         np.asarray(cm, np.float64), np.asarray(sq, np.float64), units,
+                         d.replicas, d.model.hidden)
+    _TRACES[key] = trace
+    return trace
+
+
+def offline_rate(d: Deployment, inputs: np.ndarray, outputs: np.ndarray, eff: Efficiency,
+                 *, samples: bool = False, encoder: np.ndarray | None = None) -> float:
+    """The system's Offline units per second with deployment ``d`` under ``eff``."""
+    return predict_rate(offline_trace(d, inputs, outputs, samples=samples, encoder=encoder),
+                        eff)
+
+
+def server_rate(d: Deployment, inputs: np.ndarray, outputs: np.ndarray,
+                limits: LatencyLimits, eff: Efficiency, *, samples: bool = False,
+                requests: int = 1500, rel_tol: float = FINAL_TOL,
+                encoder: np.ndarray | None = None) -> tuple[float, bool]:
+    """The system's units per second at the highest rate within ``limits`` under
+    ``eff`` (unbounded), and whether any rate passes."""
+    best = max_server_rate(replace(d, efficiency=eff), inputs, outputs, limits,
+                           requests=requests, rel_tol=rel_tol, encoder=encoder)
+    if not best.passed:
+        return 0.0, False
+    return (best.qps if samples else best.qps * best.tokens_per_request), True
+
+
+def calibrated(spec: ClusterSpec, scenario: str) -> tuple[Efficiency, Efficiency]:
+    """The Offline parameters and ``scenario``'s for ``spec`` (its explicit
+    efficiency for both when it gives one), from ``data/efficiency.csv``."""
+    if spec.efficiency is not None:
+        return spec.efficiency, spec.efficiency
+    acc = find_accelerator(spec.accelerator)
+    return (efficiency_for(acc, spec.stack, spec.software_round, "Offline"),
+            efficiency_for(acc, spec.stack, spec.software_round, scenario))
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A system's predicted result in one scenario (units per second: tokens, or
+    samples for samples-based benchmarks) and how it was reached."""
+
+    value: float
+    plan: Plan
+    binding: str  # "Offline", "latency limits", "Offline throughput (saturated)", ...
+    offline_bound: float  # the chosen deployment's Offline throughput (latency scenarios)
+    tried: tuple[tuple[str, float], ...]  # every candidate's label and (screened) value
+    unbounded: float = math.nan  # latency scenarios: the rate within the limits, unbounded
+
+
+def predict(spec: ClusterSpec, scenario: str, inputs: np.ndarray, outputs: np.ndarray, *,
+            offline_eff: Efficiency, latency_eff: Efficiency | None = None,
+            limits: LatencyLimits | None = None, samples: bool = False,
+            requests: int = 1500, plans: list[Plan] | None = None,
+            encoder: np.ndarray | None = None) -> Prediction:
+    """What ``spec`` delivers in ``scenario`` (module docstring). ``offline_eff`` and
+    ``latency_eff`` are the calibrated parameters of the Offline rows and of the
+    scenario; ``plans`` the candidates when already made; ``encoder`` each sample's
+    vision-encoder FLOPs (vision-language models)."""
+    plans = plans or candidates(spec, float(inputs.mean()), float(outputs.mean()))
+    if scenario == "Offline" or limits is None:
+        tried = [(p.deployment.label, offline_rate(p.deployment, inputs, outputs, offline_eff,
+                                                   samples=samples, encoder=encoder))
+                 for p in plans]
+        k = int(np.argmax([v for _, v in tried]))
+        return Prediction(tried[k][1], plans[k], "Offline", tried[k][1], tuple(tried))
+    eff = latency_eff or offline_eff
+    screened = []
+    for p in plans:
+        v, ok = server_rate(p.deployment, inputs, outputs, limits, eff, samples=samples,
+                            requests=requests, rel_tol=SCREEN_TOL, encoder=encoder)
+        screened.append((p.deployment.label, v))
+    k = int(np.argmax([v for _, v in screened]))
+    plan = plans[k]
+    d = plan.deployment
+    value, ok = server_rate(d, inputs, outputs, limits, eff, samples=samples,
+                            requests=requests, rel_tol=FINAL_TOL, encoder=encoder)
+    bound = offline_rate(d, inputs, outputs, offline_eff, samples=samples, encoder=encoder)
+    if not ok:
+        return Prediction(0.0, plan, "fails the limits at any rate", bound, tuple(screened),
+                          0.0)
+    if value > bound:
+        return Prediction(bound, plan, "Offline throughput (saturated)", bound,
+                          tuple(screened), value)
+    return Prediction(value, plan, "latency limits", bound, tuple(screened), value)
