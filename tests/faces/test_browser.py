@@ -14,6 +14,7 @@ download); missing, the tests skip, or fail when ``TOKENMARK_REQUIRE`` lists
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import threading
 import time
@@ -271,7 +272,9 @@ def test_upload_without_the_token_is_refused(page: Page, server: str, run_dir: P
     p.set_input_files("#upload-file", str(run_dir / "results.json"))
     p.fill("#upload-token", "not-the-token-0123456789")
     p.click("#upload-button")
-    p.wait_for_function("document.getElementById('upload-result').textContent.match(/^\\d/)")
+    # a locator wait, not wait_for_function: a string predicate is evaluated with eval,
+    # which the UI's Content-Security-Policy (script-src 'self') refuses
+    p.locator("#upload-result").filter(has_text=re.compile(r"^\d")).wait_for(timeout=30_000)
     assert p.locator("#upload-result").inner_text().startswith("401")
     status = p.evaluate("""() => fetch('/api/upload', {method: 'POST', body: '{}'})
                                  .then(r => r.status)""")
