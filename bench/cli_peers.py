@@ -50,7 +50,10 @@ NAMES = {"floor": "aiohttp", "loadgen": "LoadGen", "vllm": "vllm bench", "aiperf
 SCENARIOS = ("max", "cpu", "acc-c1", "acc-c64", "acc-c256", "rate-400")
 #: Each variant of tokenmark: its name and the environment it runs with.
 VARIANTS = {"asyncio": {"TOKENMARK_EVENT_LOOP": "asyncio"},
-            "uvloop": {"TOKENMARK_EVENT_LOOP": "uvloop"}}
+            "uvloop": {"TOKENMARK_EVENT_LOOP": "uvloop"},
+            # reads parsed where they land (before issue 21's ReadQueue) or when no send is due
+            "inline": {"TOKENMARK_EVENT_LOOP": "asyncio", "TOKENMARK_DEFER_READS": "0"},
+            "deferred": {"TOKENMARK_EVENT_LOOP": "asyncio", "TOKENMARK_DEFER_READS": "1"}}
 
 
 def find_peers(given: str) -> Path:
@@ -92,6 +95,11 @@ def run_one(peers: Path, tool: str, variant: str, scenario: str, rep: int, resul
         return None
     r: dict[str, Any] = json.loads(path.read_text())
     r["load"] = la
+    own = path.parent / "out" / "tm" / "results.json"  # tokenmark's own results
+    if own.exists():
+        lag = _get(json.loads(own.read_text()), "summary", "latency_ms", "send_lag",
+                   "percentiles", "99")
+        r["tm_send_lag_p99"] = lag
     steady = r.get("steady") or {}
     print(f"  {variant:>10} {scenario:>8} rep {rep}: rc {r['rc']}, client util "
           f"{steady.get('client_util', float('nan')):.2f}, load {la:.1f}", flush=True)
@@ -118,6 +126,8 @@ def figure(rs: list[dict[str, Any]], scenario: str) -> float | None:
             tool = _get(r, "tool_report", "ttft_ms", "p99")
             truth = _get(r, "ground_truth", "ttft_ms", "p99")
             v = None if tool is None or truth is None else tool - truth
+        elif scenario == "send-lag":  # tokenmark's own send lag p99 in rate-400
+            v = r.get("tm_send_lag_p99")
         else:
             got = _get(r, "ground_truth", "arrival_rate")
             v = None if got is None else got / r["params"]["rate"]
@@ -131,7 +141,8 @@ ROWS = [("max", "max streamed tok/s, 256 in flight", "higher", "{:,.0f}"),
         ("acc-c256", "TTFT p99 error (ms), 256 in flight", "lower", "{:+.1f}"),
         ("acc-c64", "TTFT p99 error (ms), 64 in flight", "lower", "{:+.1f}"),
         ("acc-c1", "TTFT p99 error (ms), 1 in flight", "lower", "{:+.1f}"),
-        ("rate-400", "achieved / target, Poisson 400/s", "closer", "{:.2f}")]
+        ("rate-400", "achieved / target, Poisson 400/s", "closer", "{:.2f}"),
+        ("send-lag", "tokenmark's send lag p99 (ms), Poisson 400/s", "lower", "{:.3f}")]
 
 
 def table(by: dict[tuple[str, str], list[dict[str, Any]]], columns: list[str]) -> str:
@@ -221,6 +232,8 @@ def main() -> None:
                             results, env, a.server_cpu)
                 if r is not None:
                     by.setdefault((col, sc), []).append(r)
+                    if sc == "rate-400":
+                        by.setdefault((col, "send-lag"), []).append(r)
     loads = [r["load"] for rs in by.values() for r in rs]
     print(f"\n{time.monotonic() - t0:.0f} s; load average during the runs: "
           f"{min(loads, default=0):.1f}-{max(loads, default=0):.1f} on {os.cpu_count()} cores; "

@@ -18,17 +18,22 @@ import asyncio
 import heapq
 import math
 import selectors
+import threading
 import time
+import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
 __all__ = [
+    "NEVER",
     "SPIN_WINDOW_NS",
     "Clock",
     "FakeClock",
     "MonotonicClock",
+    "SendGate",
     "TimerHandle",
     "run_virtual",
+    "send_gate",
     "wall_anchor",
 ]
 
@@ -42,6 +47,55 @@ T = TypeVar("T")
 #: 3 ms of spinning per send, so above ~330 sends/s the issuing loop never blocks (it
 #: still runs every other callback between spins).
 SPIN_WINDOW_NS = 3_000_000
+
+
+#: A deadline that never comes (``SendGate.due_ns`` when no timed send is waiting).
+NEVER = 1 << 62
+
+
+class CatchUp(Protocol):
+    """Work held back for a due send that must be done now (a stop, a timeout)."""
+
+    def flush(self) -> None: ...
+
+
+class SendGate:
+    """When the load generator's next timed send is due, on ``time.perf_counter_ns``.
+
+    The runner publishes it before it waits for a send and clears it (:data:`NEVER`)
+    when nothing is scheduled (closed loops, a full concurrency cap, the end); work that
+    can wait without changing what is measured (parsing reads whose times are already
+    taken: :class:`tokenmark.adapters.http1.ReadQueue`) gives way while a send is due.
+    Each such queue registers itself (:meth:`register`) so a stop can make it catch up
+    first (:meth:`catch_up`). One gate per thread (one event loop runs per thread); two
+    runners on one loop share it: the later deadline may hide the earlier, which only
+    lets parsing go on, as it did before the gate.
+    """
+
+    __slots__ = ("_queues", "due_ns")
+
+    def __init__(self) -> None:
+        self.due_ns = NEVER
+        self._queues: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def register(self, queue: CatchUp) -> None:
+        self._queues.add(queue)
+
+    def catch_up(self) -> None:
+        """Do every held-back piece of work now (before a stop marks requests unanswered)."""
+        for q in list(self._queues):
+            q.flush()
+
+
+_GATES = threading.local()
+
+
+def send_gate() -> SendGate:
+    """This thread's :class:`SendGate`."""
+    gate: SendGate | None = getattr(_GATES, "gate", None)
+    if gate is None:
+        gate = _GATES.gate = SendGate()
+    return gate
 
 
 class TimerHandle(Protocol):

@@ -32,12 +32,15 @@ import errno
 import os
 import socket
 import ssl
+import time
+from collections import deque
 from collections.abc import Callable
 from typing import Protocol, cast
 
+from tokenmark.clock import NEVER, SendGate, send_gate
 from tokenmark.records import ErrorClass
 
-__all__ = ["Connection", "Exchange", "Pool", "describe_os_error"]
+__all__ = ["Connection", "Exchange", "Pool", "ReadQueue", "describe_os_error"]
 
 _MAX_HEAD = 64 * 1024
 _NONE, _HEAD, _CHUNKED, _LENGTH, _CLOSE = range(5)
@@ -77,17 +80,135 @@ class Exchange(Protocol):
 _RECV_SIZE = 65536
 _RECV = memoryview(bytearray(_RECV_SIZE))
 
+#: :class:`ReadQueue` stops parsing this long before a timed send is due ...
+GUARD_NS = 400_000
+#: ... and holds off at most this long after it (a send that is later than this is held
+#: back by something else, e.g. the CPU: parsing goes on rather than piling up).
+HOLD_NS = 5_000_000
+#: One pass of parsing gives the loop back after this much work, so a timer (a send, the
+#: loop-lag watch, a timeout) never waits behind a whole burst of reads.
+BUDGET_NS = 500_000
+
+
+class ReadQueue:
+    """Reads taken off the sockets at once, parsed in arrival order when no send is due.
+
+    Why (issue 21): a decode step of the server lands as one burst of reads on many
+    connections; parsed where they land, every read's framing, SSE events, token counts
+    and finished records run before the loop gets to the send whose timer fired in the
+    same iteration, so the send is late by the whole burst (the demo's send lag p99 was
+    2.5-3.5 ms at 20 queries/s). Here a read costs its copy, one clock read and an
+    append; a ``call_soon`` step parses the queue in order and stops while the runner's
+    next timed send is due (:class:`tokenmark.clock.SendGate`: from ``GUARD_NS`` before
+    it until it is sent, at most ``HOLD_NS`` past it), and after ``BUDGET_NS`` of work.
+
+    Designs measured against it (bench/send_lag.py): sends on a thread of their own
+    would need the SUT's connections and handles to be thread-safe (every request's
+    ``sent`` and the record it starts) and a GIL switch (5 ms by default) stands between
+    a woken thread and the CPU: no better than the loop's own timer; batching per read
+    (one ``on_body`` per read already) leaves the burst where it was. Deferral changes
+    nothing that is measured: each read keeps the time it was read, events are parsed in
+    the order they arrived, per connection and across connections (one FIFO), and a
+    connection's close is queued behind its reads (property test:
+    tests/unit/test_read_queue.py, against parsing where the bytes land).
+    """
+
+    __slots__ = ("__weakref__", "_call_soon", "_gate", "_items", "_now", "_scheduled",
+                 "budget_ns", "guard_ns", "hold_ns")
+
+    def __init__(self, *, gate: SendGate | None = None,
+                 call_soon: Callable[[Callable[[], None]], object] | None = None,
+                 now: Callable[[], int] = time.perf_counter_ns) -> None:
+        self._items: deque[tuple[Connection, bytes | None, Exception | None, int]] = deque()
+        self._gate = gate if gate is not None else send_gate()
+        self._gate.register(self)
+        self._call_soon = call_soon
+        self._now = now
+        self._scheduled = False
+        self.guard_ns = GUARD_NS
+        self.hold_ns = HOLD_NS
+        self.budget_ns = BUDGET_NS
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, conn: Connection, data: bytes | None, exc: Exception | None,
+            t: int) -> None:
+        """A read (``data``) or the connection's end (``data`` None, ``exc``) at ``t``."""
+        self._items.append((conn, data, exc, t))
+        conn._queued += 1
+        if not self._scheduled:
+            self._schedule()
+
+    def _schedule(self) -> None:
+        self._scheduled = True
+        call_soon = self._call_soon
+        if call_soon is None:
+            asyncio.get_running_loop().call_soon(self.drain)
+        else:
+            call_soon(self.drain)
+
+    def held(self) -> bool:
+        """Whether a timed send is due now (parsing waits)."""
+        due = self._gate.due_ns
+        if due == NEVER:
+            return False
+        now = self._now()
+        return due - self.guard_ns <= now < due + self.hold_ns
+
+    def drain(self) -> None:
+        """Parse queued reads in order until the queue is empty, a send is due, or the
+        pass has used its budget; then come back on the next loop iteration."""
+        self._scheduled = False
+        items = self._items
+        if not items:
+            return
+        now = self._now
+        gate = self._gate
+        guard = self.guard_ns
+        hold = self.hold_ns
+        end = now() + self.budget_ns
+        try:
+            while items:
+                due = gate.due_ns
+                t = now()
+                if t >= end or (due != NEVER and due - guard <= t < due + hold):
+                    break
+                self._one(items.popleft())
+        finally:
+            if items and not self._scheduled:
+                self._schedule()
+
+    def flush(self) -> None:
+        """Parse everything queued now, send due or not."""
+        items = self._items
+        while items:
+            self._one(items.popleft())
+
+    @staticmethod
+    def _one(item: tuple[Connection, bytes | None, Exception | None, int]) -> None:
+        conn, data, exc, t = item
+        conn._queued -= 1
+        if data is None:
+            conn._lost(exc, t)
+        else:
+            conn._received(data, t)
+
 
 class Connection(asyncio.BufferedProtocol):
     """One keep-alive connection. Not reused until its current response has ended."""
 
     __slots__ = ("_body_left", "_buf", "_crlf", "_crem", "_endpoint", "_now", "_pend",
-                 "_state", "_status", "_trailer", "alive", "exchange", "idle_since",
-                 "keep_alive", "transport")
+                 "_queued", "_reads", "_state", "_status", "_trailer", "alive", "exchange",
+                 "idle_since", "keep_alive", "transport")
 
-    def __init__(self, endpoint: Pool, now: Callable[[], int]) -> None:
+    def __init__(self, endpoint: Pool, now: Callable[[], int],
+                 reads: ReadQueue | None = None) -> None:
         self._endpoint = endpoint
         self._now = now
+        #: Where reads wait to be parsed (None: parsed where they land).
+        self._reads = reads
+        self._queued = 0  # reads (and the close) of this connection still in ``_reads``
         self.transport: asyncio.Transport | None = None
         self.exchange: Exchange | None = None
         self.alive = False
@@ -118,7 +239,15 @@ class Connection(asyncio.BufferedProtocol):
         self.data_received(_RECV[:nbytes].tobytes())
 
     def data_received(self, data: bytes) -> None:
-        t = self._now()
+        reads = self._reads
+        if reads is not None and (reads._items or self._state != _NONE):
+            if self._state == _NONE and not self._queued:
+                self.alive = False  # bytes nobody asked for: not to be taken from the pool
+            reads.put(self, data, None, self._now())
+        else:
+            self._received(data, self._now())
+
+    def _received(self, data: bytes, t: int) -> None:
         state = self._state
         if state == _CHUNKED:
             self._chunked(data, t)
@@ -137,13 +266,19 @@ class Connection(asyncio.BufferedProtocol):
         return False  # close our side too; connection_lost follows
 
     def connection_lost(self, exc: Exception | None) -> None:
+        reads = self._reads
+        if reads is not None and reads._items:
+            reads.put(self, None, exc, self._now())  # after the reads before it
+        else:
+            self._lost(exc, self._now())
+
+    def _lost(self, exc: Exception | None, t: int) -> None:
         self.alive = False
         self._endpoint.forget(self)
         ex = self.exchange
         if ex is None:
             return
         self.exchange = None
-        t = self._now()
         state = self._state
         self._state = _NONE
         if state == _CLOSE and exc is None:

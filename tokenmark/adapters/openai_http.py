@@ -59,7 +59,7 @@ from typing import Any
 
 from tokenmark import __version__
 from tokenmark.adapters.client_tokenizer import ClientTokenizer, load_tokenizer
-from tokenmark.adapters.http1 import Connection, describe_os_error
+from tokenmark.adapters.http1 import Connection, ReadQueue, describe_os_error
 from tokenmark.adapters.openai_target import (
     OpenAIConfig,
     api_key,
@@ -136,8 +136,13 @@ class OpenAIHttpSUT:
                                         if config.tokenizer else None)
         self._want_text = self._tokenizer is not None or config.keep_text
         ctx = ssl_context(config)
+        #: Reads are parsed when no timed send is due (http1.ReadQueue); the environment
+        #: variable TOKENMARK_DEFER_READS=0 parses them where they land (to compare).
+        self.reads = None if os.environ.get("TOKENMARK_DEFER_READS", "").strip() == "0" \
+            else ReadQueue()
         self.endpoints = [Endpoint(u, ssl_context=ctx, max_conns=config.pool_size,
-                                   keepalive_s=config.keepalive_s, now=self._now)
+                                   keepalive_s=config.keepalive_s, now=self._now,
+                                   reads=self.reads)
                           for u in config.urls]
         self.stats = [EndpointStats(ep.label) for ep in self.endpoints]
         self._rr = 0
@@ -224,6 +229,8 @@ class OpenAIHttpSUT:
         return None
 
     async def stop(self) -> None:
+        if self.reads is not None:
+            self.reads.flush()
         for task in list(self._tasks):
             task.cancel()
         for ep in self.endpoints:
@@ -478,6 +485,9 @@ class _Request:
 
     def _timeout(self) -> None:
         self.timer = None
+        reads = self.sut.reads
+        if reads is not None and reads:
+            reads.flush()  # what was read before the limit counts
         if self.done:
             return
         cfg = self.sut.config

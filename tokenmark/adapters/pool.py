@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from tokenmark.adapters.http1 import Connection
+from tokenmark.adapters.http1 import Connection, ReadQueue
 from tokenmark.errors import ConfigError
 from tokenmark.records import ErrorClass
 
@@ -69,7 +69,8 @@ class Endpoint:
     """
 
     def __init__(self, url: str, *, ssl_context: ssl.SSLContext | None,
-                 max_conns: int, keepalive_s: float, now: Callable[[], int]) -> None:
+                 max_conns: int, keepalive_s: float, now: Callable[[], int],
+                 reads: ReadQueue | None = None) -> None:
         self.base = parse_base_url(url)
         self.label = self.base.label
         self.host_header = (self.base.host if self.base.port in (80, 443)
@@ -86,6 +87,7 @@ class Endpoint:
         self.connecting = 0  # spare connections being opened in the background
         self.waiters: list[Callable[[Connection | None], None]] = []
         self._now = now
+        self._reads = reads  # where its connections' reads wait to be parsed (http1)
         self._live: set[Connection] = set()
         self.closed = False
 
@@ -123,7 +125,7 @@ class Endpoint:
         Reserving happens synchronously, when the request is issued, so a burst of
         requests cannot open more than ``max_conns`` connections between two awaits.
         """
-        conn = Connection(self, self._now)
+        conn = Connection(self, self._now, self._reads)
         self.open_count += 1
         self._live.add(conn)
         return conn

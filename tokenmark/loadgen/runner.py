@@ -12,19 +12,22 @@ Rules it keeps (LoadGen's, plus tokenmark's bookkeeping):
   accumulator, progress); the sink is flushed at least every ``FLUSH_INTERVAL_NS``, so a
   crash or Ctrl-C loses at most that window;
 - a stop request (Ctrl-C) stops issuing, marks what is in flight as unanswered, and ends
-  the run as interrupted: the verdicts say INVALID and why.
+  the run as interrupted: the verdicts say INVALID and why;
+- a timed loop publishes when its next send is due (:class:`tokenmark.clock.SendGate`),
+  so the client's parsing of reads already timed gives way to it (issue 21).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from tokenmark.clock import Clock
+from tokenmark.clock import NEVER, Clock, SendGate, send_gate
 from tokenmark.dataset import Dataset, Loadable
 from tokenmark.records import (
     ErrorClass,
@@ -260,6 +263,7 @@ class Runner:
         self._end = 0
         self._seq = 0
         self._sends = (-1, -1)
+        self._gate = send_gate()
 
     # -- control --------------------------------------------------------------------
     def request_stop(self, reason: str) -> None:
@@ -268,6 +272,8 @@ class Runner:
             return
         self._stop_reason = reason
         self._stop.set()
+        self._gate.due_ns = NEVER
+        self._gate.catch_up()  # answers already read are not unanswered
         if self._issuer is not None and not self._issuer.done():
             self._issuer.cancel()
         self._abandon(ErrorClass.UNANSWERED, reason)
@@ -368,7 +374,15 @@ class Runner:
         return pending
 
     async def _run_timed(self) -> tuple[int, int]:
+        gate = self._gate
+        try:
+            return await self._timed(gate)
+        finally:
+            gate.due_ns = NEVER
+
+    async def _timed(self, gate: SendGate) -> tuple[int, int]:
         s = self.schedule
+        perf = time.perf_counter_ns
         offsets = s.scheduled_ns.tolist()
         samples = s.sample_index.tolist()
         qids = s.query_id.tolist()
@@ -386,6 +400,7 @@ class Runner:
             off = offsets[i]
             target = t0 + off
             t = now()
+            gate.due_ns = perf() + (target - t)  # on the gate's time base
             if t < target:
                 behind = 0
                 await self.clock.sleep_until(target)
@@ -401,6 +416,7 @@ class Runner:
                         break
                     t = now()
             if cap and self.stats.in_flight >= cap:
+                gate.due_ns = NEVER  # the slot comes from an answer: let it be parsed
                 await self._wait_slot()
                 if stop.is_set():
                     break
