@@ -137,6 +137,7 @@ async def replay(a: argparse.Namespace, tmp: Path) -> tuple[float, int, int]:
                     consumers=[acc.add, eps.add, lengths.add])
     reads = [response_reads(i, a.tokens, a.shape) for i in range(16)]
     events = 0
+    queue = sut.reads  # None with TOKENMARK_DEFER_READS=0 (parsed where the read lands)
     c0 = cpu_s()
     for i in range(a.requests):
         runner._issue(i, int(schedule.closed_sample(i)), 0, runner.clock.now_ns())
@@ -144,6 +145,8 @@ async def replay(a: argparse.Namespace, tmp: Path) -> tuple[float, int, int]:
         assert ex is not None, "the request was not sent"
         for data in reads[i % 16]:
             conn.data_received(data)
+            if queue is not None:  # what the loop does next: the queued read is parsed
+                queue.drain()
         events += a.tokens
     sink.flush()
     c1 = cpu_s()

@@ -80,8 +80,9 @@ class Exchange(Protocol):
 _RECV_SIZE = 65536
 _RECV = memoryview(bytearray(_RECV_SIZE))
 
-#: :class:`ReadQueue` stops parsing this long before a timed send is due ...
-GUARD_NS = 400_000
+#: :class:`ReadQueue` stops parsing this long before a timed send is due (longer than
+#: one read's parse with its finished record, tokenizer re-count included) ...
+GUARD_NS = 1_000_000
 #: ... and holds off at most this long after it (a send that is later than this is held
 #: back by something else, e.g. the CPU: parsing goes on rather than piling up).
 HOLD_NS = 5_000_000
@@ -97,10 +98,14 @@ class ReadQueue:
     connections; parsed where they land, every read's framing, SSE events, token counts
     and finished records run before the loop gets to the send whose timer fired in the
     same iteration, so the send is late by the whole burst (the demo's send lag p99 was
-    2.5-3.5 ms at 20 queries/s). Here a read costs its copy, one clock read and an
-    append; a ``call_soon`` step parses the queue in order and stops while the runner's
-    next timed send is due (:class:`tokenmark.clock.SendGate`: from ``GUARD_NS`` before
-    it until it is sent, at most ``HOLD_NS`` past it), and after ``BUDGET_NS`` of work.
+    2.5-3.5 ms at 20 queries/s). Here a read is still parsed where it lands while no
+    timed send is due and nothing waits in the queue (no cost on that path but one clock
+    read). While the runner's next send is due (:class:`tokenmark.clock.SendGate`: from
+    ``GUARD_NS`` before it until it is sent, at most ``HOLD_NS`` past it) a read costs
+    its copy, one clock read and an append, and every later read queues behind it; a
+    ``call_soon`` step parses the queue in order once the send is out, giving the loop
+    back after ``BUDGET_NS`` of work. (Queueing every read cost 7 us more per event in
+    bench/client_path.py: one ``call_soon`` per read at low rates.)
 
     Designs measured against it (bench/send_lag.py): sends on a thread of their own
     would need the SUT's connections and handles to be thread-safe (every request's
@@ -240,7 +245,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def data_received(self, data: bytes) -> None:
         reads = self._reads
-        if reads is not None and (reads._items or self._state != _NONE):
+        if reads is not None and (reads._items or (self._state != _NONE and reads.held())):
             if self._state == _NONE and not self._queued:
                 self.alive = False  # bytes nobody asked for: not to be taken from the pool
             reads.put(self, data, None, self._now())
