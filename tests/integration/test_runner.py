@@ -244,3 +244,32 @@ def test_mlperf_logs_are_written_and_agree_with_results_json(tmp_path, demo_serv
                          overrides={"target_qps": 20, "min_duration_ms": 1000})
     run_benchmark(own, default_dataset(own), model(), tmp_path / "own", virtual_time=True)
     assert not (tmp_path / "own" / "mlperf_log_summary.txt").exists()
+
+
+def test_timed_sends_publish_their_deadline_on_the_send_gate(demo_server):
+    """The runner says when its next send is due (http1.ReadQueue holds parsing then):
+    at each send a deadline is published (virtual time sleeps in no real time, so on the
+    gate's real time base it lies within the schedule's span of now), and after the run
+    the gate is clear."""
+    import time
+
+    from tokenmark.clock import NEVER, send_gate
+
+    gate = send_gate()
+    eff = effective(demo_server.settings, 256)
+    ds = default_dataset(demo_server)
+    sched = build_schedule(eff, len(ds))
+    clock = FakeClock()
+    seen: list[int] = []
+
+    class Watch(LatencyModelSUT):
+        def issue(self, query: Query, handle: ResponseHandle) -> None:
+            seen.append(gate.due_ns - time.perf_counter_ns())
+            super().issue(query, handle)
+
+    runner = Runner(sched, ds, Watch(clock, LatencyModel()), clock)
+    out = run_virtual(runner.run(), clock)
+    assert out.issued == len(seen) > 100
+    span = int(sched.scheduled_ns[-1]) + 10**9
+    assert all(-span < d < span for d in seen)  # a deadline, not NEVER
+    assert gate.due_ns == NEVER
