@@ -1,7 +1,7 @@
-"""tokenmark.lgrandom against the official LoadGen (``mlcommons-loadgen`` 6.0.17 wheel).
+"""tokenmark.mlperf.lgrandom against the official LoadGen (``mlcommons-loadgen`` 6.0.17 wheel).
 
 Each case runs the real LoadGen for a fraction of a second with a SUT that completes
-every sample at once, then checks that :mod:`tokenmark.lgrandom` predicts what LoadGen
+every sample at once, then checks that :mod:`tokenmark.mlperf.lgrandom` predicts what LoadGen
 generated: the loaded QSL sets, ``generated_query_count`` / ``_samples_per_query`` /
 ``_query_duration`` from the detail log, and from the trace the dataset index of every
 issued sample (in ``sample_seq`` order), its query, and for Server the scheduled times.
@@ -26,8 +26,15 @@ import mlperf_loadgen  # type: ignore[import-not-found]  # noqa: F401  (fail, ne
 import numpy as np
 import pytest
 
-from tokenmark import lgrandom
-from tokenmark.settings import EffectiveSettings, Mode, Scenario, Seeds, TestSettings, effective
+from tokenmark.mlperf import lgrandom
+from tokenmark.mlperf.settings import (
+    EffectiveSettings,
+    Mode,
+    Scenario,
+    Seeds,
+    TestSettings,
+    effective,
+)
 
 LLM = "llama3_1-8b"  # token latencies and equal issue (sample_concatenate_permutation = 1)
 VISION = "resnet50"  # uniform sampling with replacement

@@ -1,4 +1,4 @@
-"""tokenmark.mllog against real logs: published results and the official LoadGen.
+"""tokenmark.mlperf.mllog against real logs: published results and the official LoadGen.
 
 1. Every published log in ``tests/data/shared/mlperf/samples`` (v4.1 to v6.0) parses
    strictly; its summary agrees with its detail log line by line, and concrete published
@@ -33,15 +33,15 @@ import numpy as np
 import pytest
 
 from tests.paths import SAMPLES
-from tokenmark import mllog
-from tokenmark.config.presets import resolve
 from tokenmark.errors import ConfigError
 from tokenmark.metrics.stats import LOADGEN_PERCENTILES, Column
 from tokenmark.metrics.summary import RunData, summarize
+from tokenmark.mlperf import mllog
+from tokenmark.mlperf.presets import resolve
+from tokenmark.mlperf.rules import ClientStats, evaluate
+from tokenmark.mlperf.scenarios import build_schedule
+from tokenmark.mlperf.settings import LatencyLimits, Mode, Scenario, Seeds, TestSettings, effective
 from tokenmark.output.mlperf import EMPTY_ACCURACY_LOG
-from tokenmark.rules import ClientStats, evaluate
-from tokenmark.scenarios import build_schedule
-from tokenmark.settings import LatencyLimits, Mode, Scenario, Seeds, TestSettings, effective
 
 PCTS = [f"{p * 100:.2f}" for p in LOADGEN_PERCENTILES]
 
@@ -532,7 +532,7 @@ def replay(run: LoadGenRun) -> tuple[str, mllog.DetailLog]:
         errors=tuple(v for v in errors if not str(v).startswith("Ending early: Ran out")),
         warnings=tuple(e.value for e in d.warnings),
         # the model key's Server limits, which LoadGen logs in every scenario: from the
-        # preset, as tokenmark.api does for a run
+        # preset, as tokenmark.api.run does for a run
         server_token_limits_ns=token_limits,
     )
     text = mllog.render_summary(eff, summary, verdicts, facts)
@@ -617,7 +617,7 @@ def test_a_native_run_logs_loadgens_keys_and_limits(
     30 ms for llama3.1-8b) in an Interactive run, the Server ones elsewhere, LoadGen's
     100 ms defaults for a model key without Server lines (llama3_1-8b-edge)."""
     from tokenmark.adapters.inprocess import LatencyModel
-    from tokenmark.api import SutSpec, default_dataset, run_benchmark
+    from tokenmark.api.run import SutSpec, default_dataset, run_benchmark
     from tokenmark.config.layering import build_settings
 
     bench, scenario = NATIVE[name]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.paths import SAMPLES
-from tokenmark import results_api, results_tables
+from tokenmark.api import results as results_api
+from tokenmark.api import tables as results_tables
 from tokenmark.errors import AnalysisError, BadInputError
 
 

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from tests.paths import SAMPLES, SHARED_DATA
 from tests.results.support import csv_records
-from tokenmark import results_api
+from tokenmark.api import results as results_api
 from tokenmark.cli import app
 from tokenmark.importer import scan
 from tokenmark.importer.packaged import Source, build, load, packaged_path, source_line

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tokenmark import results_api
 from tokenmark.analyses import ANY
+from tokenmark.api import results as results_api
 from tokenmark.cli import app
 from tokenmark.errors import AnalysisError
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from tokenmark import trust_api
+from tokenmark.api import trust as trust_api
 from tokenmark.config.layering import build_settings
 from tokenmark.dataset import LengthDistribution, SyntheticDataset
 from tokenmark.errors import ConfigError
-from tokenmark.scenarios import build_schedule
-from tokenmark.settings import Scenario, effective
+from tokenmark.mlperf.scenarios import build_schedule
+from tokenmark.mlperf.settings import Scenario, effective
 from tokenmark.trust import selfcal
 
 

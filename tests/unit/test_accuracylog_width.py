@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tokenmark.accuracylog import decode_ids, is_truncated, token_width
 from tokenmark.errors import DatasetError
+from tokenmark.mlperf.accuracylog import decode_ids, is_truncated, token_width
 
 IDS32 = st.integers(min_value=-(2**31), max_value=2**31 - 1)
 VOCAB = st.integers(min_value=0, max_value=2**20)  # token ids a tokenizer gives

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenmark.earlystop import (
+from tokenmark.mlperf.earlystop import (
     MinPassingQueriesFinder,
     server_early_stopping,
     stream_early_stopping,

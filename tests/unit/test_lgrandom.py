@@ -1,4 +1,4 @@
-"""tokenmark.lgrandom against libstdc++ itself, and its fast paths against plain loops.
+"""tokenmark.mlperf.lgrandom against libstdc++ itself, and its fast paths against plain loops.
 
 The ground truth for the random primitives is a small C++ program compiled with the
 local g++ (12 on every machine of this project, libstdc++ >= 11, so Lemire's
@@ -24,10 +24,17 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from tokenmark import lgrandom
 from tokenmark.errors import ConfigError
-from tokenmark.lgrandom import MT19937, UniformIntMethod
-from tokenmark.settings import EffectiveSettings, Mode, Scenario, Seeds, TestSettings, effective
+from tokenmark.mlperf import lgrandom
+from tokenmark.mlperf.lgrandom import MT19937, UniformIntMethod
+from tokenmark.mlperf.settings import (
+    EffectiveSettings,
+    Mode,
+    Scenario,
+    Seeds,
+    TestSettings,
+    effective,
+)
 
 LEMIRE = UniformIntMethod.LEMIRE
 SCALING = UniformIntMethod.SCALING

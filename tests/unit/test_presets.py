@@ -1,4 +1,4 @@
-"""tokenmark.config.presets against independent ground truth.
+"""tokenmark.mlperf.presets against independent ground truth.
 
 Ground truth, in order of weight:
 
@@ -31,8 +31,9 @@ from types import MappingProxyType
 import pytest
 
 from tests.paths import MODELS_CSV, SAMPLES
-from tokenmark.config import presets
-from tokenmark.config.presets import (
+from tokenmark.errors import ConfigError
+from tokenmark.mlperf import presets
+from tokenmark.mlperf.presets import (
     AccuracyTarget,
     BenchmarkPreset,
     CategoryScenarios,
@@ -44,8 +45,7 @@ from tokenmark.config.presets import (
     resolve,
     rounds,
 )
-from tokenmark.errors import ConfigError
-from tokenmark.settings import LatencyLimits, Scenario, Seeds, effective
+from tokenmark.mlperf.settings import LatencyLimits, Scenario, Seeds, effective
 
 SHARED = Path(__file__).resolve().parents[3] / "shared"
 DIGEST = SHARED / "mlperf" / "digest.md"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tokenmark.metrics.summary import Accumulator, summarize
+from tokenmark.mlperf.rules import ClientStats, Validity, evaluate
+from tokenmark.mlperf.settings import LatencyLimits, Scenario, Seeds, TestSettings, effective
 from tokenmark.records import ErrorClass, RequestRecord
-from tokenmark.rules import ClientStats, Validity, evaluate
-from tokenmark.settings import LatencyLimits, Scenario, Seeds, TestSettings, effective
 
 MS = 1_000_000
 SEEDS = Seeds(1, 2, 3)
@@ -168,7 +168,7 @@ def test_accuracy_mode_judges_answers_not_the_clients_pacing():
     """LoadGen's accuracy mode measures nothing: a late client (send lag 50 ms against a
     2 ms limit) or a slow server (TTFT above the user's limit) does not make its answers
     wrong; failed requests still do."""
-    from tokenmark.settings import Mode
+    from tokenmark.mlperf.settings import Mode
 
     late = server_records(600, lag=50 * MS, ttft=300 * MS)
     limits = LatencyLimits(ttft_ns=100 * MS)

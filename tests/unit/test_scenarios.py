@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenmark.errors import ConfigError
-from tokenmark.scenarios import ScheduleKind, build_schedule, timed_trace
-from tokenmark.settings import Scenario, Seeds, TestSettings, effective
+from tokenmark.mlperf.scenarios import ScheduleKind, build_schedule, timed_trace
+from tokenmark.mlperf.settings import Scenario, Seeds, TestSettings, effective
 
 SEEDS = Seeds(qsl=11, sample_index=12, schedule=13)
 

@@ -11,8 +11,7 @@
 from __future__ import annotations
 
 from tokenmark.metrics.lengths import LengthTally
-from tokenmark.records import RequestRecord, TokenSource
-from tokenmark.rules import (
+from tokenmark.mlperf.rules import (
     ClientStats,
     Finding,
     Validity,
@@ -27,6 +26,7 @@ from tokenmark.rules import (
     stream_usage_agreement,
     with_findings,
 )
+from tokenmark.records import RequestRecord, TokenSource
 
 MS = 1_000_000
 

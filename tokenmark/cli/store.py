@@ -1,6 +1,6 @@
 """The results-database commands: import, db, results, leaderboard, reproducibility,
 compare, scaling, software-gains, top and published. Each calls one function of
-:mod:`tokenmark.results_api` and prints :mod:`tokenmark.results_tables`. This module is
+:mod:`tokenmark.api.results` and prints :mod:`tokenmark.api.tables`. This module is
 imported alone when one of its commands runs (see :mod:`tokenmark.cli`), so it loads
 nothing of the run path."""
 
@@ -13,11 +13,8 @@ from typing import Annotated
 import typer
 from rich.table import Table as RichTable
 
-from tokenmark import results_api
-from tokenmark.cli.app import app, bad_input, check_numbers, err, out
-from tokenmark.errors import EXIT_BAD_INPUT, AnalysisError, BadInputError
-from tokenmark.resultrows import ResultRow
-from tokenmark.results_tables import (
+from tokenmark.api import results as results_api
+from tokenmark.api.tables import (
     Table,
     accelerator_comparison_tables,
     aliases_table,
@@ -33,6 +30,9 @@ from tokenmark.results_tables import (
     scaling_table,
     top_table,
 )
+from tokenmark.cli.app import app, bad_input, check_numbers, err, out
+from tokenmark.errors import EXIT_BAD_INPUT, AnalysisError, BadInputError
+from tokenmark.resultrows import ResultRow
 
 DbOpt = Annotated[str | None, typer.Option(
     "--db", help="Database file or URL (default: $TOKENMARK_DB, else "

@@ -1,6 +1,6 @@
 """``tokenmark keys``, ``bundle``, ``verify``, ``calibrate`` and ``reproduce``, and what
 ``tokenmark run`` (``--manifest``, calibration options) and ``tokenmark compare``
-(``--max-regression``) take from :mod:`tokenmark.trust_api`.
+(``--max-regression``) take from :mod:`tokenmark.api.trust`.
 
 Registered on the shared Typer app by importing this module.
 """
@@ -13,10 +13,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from tokenmark import trust_api
 from tokenmark.adapters.openai_target import OpenAIConfig
-from tokenmark.api import EXIT_BAD_INPUT, EXIT_INVALID, EXIT_VALID, RunWatcher
-from tokenmark.assemble import Workload, WorkloadSpec
+from tokenmark.api import trust as trust_api
+from tokenmark.api.assemble import Workload, WorkloadSpec
+from tokenmark.api.run import EXIT_BAD_INPUT, EXIT_INVALID, EXIT_VALID, RunWatcher
 from tokenmark.cli.app import app, bad_input, check_numbers, err, out
 from tokenmark.config.layering import LayeredSettings
 from tokenmark.errors import BadInputError, ConfigError

@@ -52,10 +52,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from tokenmark.accuracylog import is_truncated, parse_accuracy_log
 from tokenmark.compliance.verify import verify_test06
 from tokenmark.config.layering import parse_user_conf
-from tokenmark.config.presets import BenchmarkPreset, RoundPreset, load_round
 from tokenmark.errors import BadInputError, ConfigError
 from tokenmark.findings import Finding as _Finding
 from tokenmark.findings import VerdictKind
@@ -63,10 +61,11 @@ from tokenmark.importer.checker import Figure, canonical_scenario, inferred_figu
 from tokenmark.importer.published import canonical_benchmark
 from tokenmark.inputs import json_loads
 from tokenmark.metrics.summary import Accumulator, Summary, summarize
-from tokenmark.mllog import DetailLog, MLLogError, SummaryLog, parse_detail, parse_summary
-from tokenmark.output.records import read_records
-from tokenmark.rules import ClientStats, Validity, evaluate
-from tokenmark.settings import (
+from tokenmark.mlperf.accuracylog import is_truncated, parse_accuracy_log
+from tokenmark.mlperf.mllog import DetailLog, MLLogError, SummaryLog, parse_detail, parse_summary
+from tokenmark.mlperf.presets import BenchmarkPreset, RoundPreset, load_round
+from tokenmark.mlperf.rules import ClientStats, Validity, evaluate
+from tokenmark.mlperf.settings import (
     EffectiveSettings,
     LatencyLimits,
     Mode,
@@ -74,6 +73,7 @@ from tokenmark.settings import (
     Seeds,
     TestSettings,
 )
+from tokenmark.output.records import read_records
 from tokenmark.submission.layout import (
     ACC_PATTERNS,
     AVAILABILITIES,

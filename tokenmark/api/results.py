@@ -2,7 +2,7 @@
 
 The CLI (``tokenmark import``, ``db``, ``results``, ``leaderboard``, ``reproducibility``,
 ``compare``, ``scaling``, ``software-gains``, ``top``, ``published``) and the web UI call
-these and only format what they return (:mod:`tokenmark.results_tables` turns each
+these and only format what they return (:mod:`tokenmark.api.tables` turns each
 answer into plain tables). Each function opens the database named by ``db`` (a path or
 URL; ``None``: ``$TOKENMARK_DB`` or the default file, see :mod:`tokenmark.datadir`),
 does one thing, and closes it. Benchmark names may be LoadGen aliases (``llama3_1-8b``)

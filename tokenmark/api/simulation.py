@@ -33,7 +33,9 @@ from tokenmark.config.layering import LayeredSettings
 from tokenmark.dataset import Dataset, LengthDistribution, describe_dataset
 from tokenmark.errors import ConfigError
 from tokenmark.metrics.summary import Summary
-from tokenmark.mllog import RunFacts
+from tokenmark.mlperf.mllog import RunFacts
+from tokenmark.mlperf.rules import Verdicts
+from tokenmark.mlperf.settings import EffectiveSettings, Scenario, effective
 from tokenmark.output.mlperf import write_mlperf_logs
 from tokenmark.output.records import RECORDS_FILE
 from tokenmark.output.results import ResultsDocument, RunInfo, write_results
@@ -44,8 +46,6 @@ from tokenmark.output.simulation import (
     write_sim_records,
     write_simulation_json,
 )
-from tokenmark.rules import Verdicts
-from tokenmark.settings import EffectiveSettings, Scenario, effective
 from tokenmark.sim.calibration import CalibrationReport, forward_evaluation
 from tokenmark.sim.cluster import Cluster, Router
 from tokenmark.sim.plan import ClusterSpec, Plan, candidates
@@ -65,7 +65,7 @@ __all__ = [
     "simulation_dataset",
 ]
 
-#: The documented exit codes (README "Exit codes"), as :mod:`tokenmark.api` has them.
+#: The documented exit codes (README "Exit codes"), as :mod:`tokenmark.api.run` has them.
 EXIT_VALID = 0
 EXIT_INVALID = 1
 

@@ -13,7 +13,7 @@ numpy's own distributions (which are different algorithms and give different num
   :func:`generate_canonical` are the libstdc++ distributions on top of it;
 * :func:`loadable_sets` and :func:`generate_queries` are LoadGen's
   ``GenerateLoadableSets`` and ``GenerateQueries<scenario, mode>`` over tokenmark's
-  :class:`~tokenmark.settings.EffectiveSettings`.
+  :class:`~tokenmark.mlperf.settings.EffectiveSettings`.
 
 Which ``uniform_int_distribution`` algorithm a LoadGen build uses depends on the
 libstdc++ it was compiled against (:class:`UniformIntMethod`). The official PyPI wheel
@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tokenmark.errors import ConfigError
-from tokenmark.settings import EffectiveSettings, Mode, Scenario
+from tokenmark.mlperf.settings import EffectiveSettings, Mode, Scenario
 
 __all__ = [
     "DEFAULT_UNIFORM_METHOD",

@@ -2,9 +2,9 @@
 
 MLPerf scenarios are generated exactly as LoadGen generates them (loadable set from the
 QSL seed, sample order from the sample-index seed, Poisson arrivals from the schedule
-seed; :mod:`tokenmark.lgrandom`). tokenmark's own patterns (constant, poisson, gamma,
+seed; :mod:`tokenmark.mlperf.lgrandom`). tokenmark's own patterns (constant, poisson, gamma,
 closed loop, timed traces) draw from documented streams of their own
-(:func:`tokenmark.settings.derive_seed`), in whole shuffles of the dataset as LoadGen's
+(:func:`tokenmark.mlperf.settings.derive_seed`), in whole shuffles of the dataset as LoadGen's
 equal-issue mode does.
 
 Two kinds of schedule exist:
@@ -24,9 +24,9 @@ from enum import StrEnum
 
 import numpy as np
 
-from tokenmark import lgrandom
 from tokenmark.errors import ConfigError
-from tokenmark.settings import EffectiveSettings, Mode, Scenario, derive_seed
+from tokenmark.mlperf import lgrandom
+from tokenmark.mlperf.settings import EffectiveSettings, Mode, Scenario, derive_seed
 
 __all__ = ["LengthNote", "PermutationStream", "Schedule", "ScheduleKind", "build_schedule",
            "length_note", "timed_trace"]
@@ -149,7 +149,7 @@ def _mlperf_schedule(eff: EffectiveSettings, dataset_size: int) -> Schedule:
     before it issues the next; accuracy mode has no timing result, so only the order
     matters). ``loaded_set`` and the ``generated_*`` facts are the first set's, what the
     detail log reports once. The ``performance_issue_*`` audit settings (compliance runs)
-    reach :func:`~tokenmark.lgrandom.generate_queries` unchanged.
+    reach :func:`~tokenmark.mlperf.lgrandom.generate_queries` unchanged.
     """
     loadgen = eff.scenario.loadgen
     r = eff.requested

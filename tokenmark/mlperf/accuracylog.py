@@ -40,7 +40,7 @@ when that reaches 1) is at most ``p``, where
   1000)``, times ``samples_per_query`` outside Offline, and at least
   ``min_query_count * samples_per_query`` (Offline: ``min_sample_count``).
 
-This is a domain module: standard library, numpy and :mod:`tokenmark.lgrandom` only.
+This is a domain module: standard library, numpy and :mod:`tokenmark.mlperf.lgrandom` only.
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ import numpy as np
 
 from tokenmark.errors import DatasetError
 from tokenmark.inputs import json_loads
-from tokenmark.lgrandom import MT19937, generate_canonical
-from tokenmark.settings import EffectiveSettings, Mode, Scenario
+from tokenmark.mlperf.lgrandom import MT19937, generate_canonical
+from tokenmark.mlperf.settings import EffectiveSettings, Mode, Scenario
 
 __all__ = [
     "ACCURACY_LOG_FILE",

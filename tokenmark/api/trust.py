@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokenmark import results_api
 from tokenmark.adapters.openai_target import (
     OpenAIConfig,
     api_key,
@@ -31,16 +30,17 @@ from tokenmark.adapters.openai_target import (
     secrets,
     ssl_context,
 )
-from tokenmark.api import RunResult, RunWatcher, run_benchmark
-from tokenmark.assemble import WorkloadSpec, build_workload, http_sut_factory
+from tokenmark.api import results as results_api
+from tokenmark.api.assemble import WorkloadSpec, build_workload, http_sut_factory
+from tokenmark.api.run import RunResult, RunWatcher, run_benchmark
 from tokenmark.config.layering import LayeredSettings
 from tokenmark.dataset import Dataset
 from tokenmark.errors import BadInputError, ConfigError
 from tokenmark.metrics.summary import Summary
+from tokenmark.mlperf.rules import Finding
+from tokenmark.mlperf.scenarios import Schedule
+from tokenmark.mlperf.settings import EffectiveSettings
 from tokenmark.records import RequestRecord
-from tokenmark.rules import Finding
-from tokenmark.scenarios import Schedule
-from tokenmark.settings import EffectiveSettings
 from tokenmark.store import Store
 from tokenmark.store.signatures import Signature, add_signature
 from tokenmark.trust import bundle as _bundle
@@ -175,7 +175,7 @@ def run_watchers(
     max_share: float = 0.5,
     allow_overload: bool = False,
 ) -> list[RunWatcher]:
-    """The watchers of one run (pass them to :func:`tokenmark.api.run_benchmark`)."""
+    """The watchers of one run (pass them to :func:`tokenmark.api.run.run_benchmark`)."""
     sampling = Sampling.of(target) if target is not None else None
     if plan is not None:
         check_workload(plan, dataset)

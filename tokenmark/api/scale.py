@@ -1,11 +1,11 @@
 """Entry points for runs of many runs: find-peak, sweeps and scaling efficiency.
 
-Every probe, point and confirming run is a full run (:func:`tokenmark.api.run_benchmark`)
+Every probe, point and confirming run is a full run (:func:`tokenmark.api.run.run_benchmark`)
 with its own results folder under one parent folder; the parent holds an index
 (``index.json`` and ``index.csv``) rewritten after every run, so a report can read it and
 an interrupted search keeps what it measured. They work with any system under test:
-a :class:`~tokenmark.api.SutSpec`, an HTTP factory (:func:`tokenmark.assemble.http_sut_factory`)
-or any ``Callable[[Clock], SystemUnderTest]``.
+a :class:`~tokenmark.api.run.SutSpec`, an HTTP factory
+(:func:`tokenmark.api.assemble.http_sut_factory`) or any ``Callable[[Clock], SystemUnderTest]``.
 """
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tokenmark.api import RunResult, SutSpec, make_sut, run_benchmark
+from tokenmark.api.run import RunResult, SutSpec, make_sut, run_benchmark
 from tokenmark.clock import Clock
 from tokenmark.config.layering import Layer, LayeredSettings
 from tokenmark.dataset import Dataset
 from tokenmark.errors import ConfigError
 from tokenmark.loadgen.remote import RunDriver
+from tokenmark.mlperf.scenarios import build_schedule
+from tokenmark.mlperf.settings import Scenario, TestSettings, effective
 from tokenmark.output.results import write_json_atomic
 from tokenmark.scale.findpeak import (
     MAX_QUERY_GROWTH,
@@ -34,8 +36,6 @@ from tokenmark.scale.findpeak import (
 )
 from tokenmark.scale.scaling import ScalingPoint, efficiency
 from tokenmark.scale.sweep import SWEEP_COLUMNS, pareto_front, point_row
-from tokenmark.scenarios import build_schedule
-from tokenmark.settings import Scenario, TestSettings, effective
 from tokenmark.sut import SystemUnderTest
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Plain tables of the results API's answers, for the CLI and the web UI to print.
 
-Each function turns one answer of :mod:`tokenmark.results_api` into :class:`Table`
+Each function turns one answer of :mod:`tokenmark.api.results` into :class:`Table`
 objects (title, column names, rows of strings, notes) and decides nothing: the CLI
 prints them with rich, a test reads them as text (:meth:`Table.text`). Every table that
 shows a derived figure carries the note saying so, every table of rows shows the rows'
@@ -22,10 +22,10 @@ from tokenmark.analyses import (
     ScalingCurve,
     Top,
 )
+from tokenmark.api.results import ImportReport, RefreshReport
 from tokenmark.hardware import Alias, accelerator
 from tokenmark.importer.packaged import PublishedTable
 from tokenmark.resultrows import UNVERIFIED_NOTE, Label, ResultRow, scale_label
-from tokenmark.results_api import ImportReport, RefreshReport
 
 __all__ = [
     "UNVERIFIED_NOTE",

@@ -1,6 +1,6 @@
 """MLPerf round presets: what each round's LLM benchmarks require, as packaged data.
 
-Each MLPerf Inference round has one TOML file in ``tokenmark/config/presets/`` (``v5.1.toml``,
+Each MLPerf Inference round has one TOML file in ``tokenmark/mlperf/presets/`` (``v5.1.toml``,
 ``v6.0.toml``, ...), written from MLCommons' executed files (LoadGen's ``mlperf.conf`` and the
 submission checker's ``constants.py``) with every value's source cited in a comment. This
 module loads and validates those files and answers three questions:
@@ -9,7 +9,7 @@ module loads and validates those files and answers three questions:
   (``llama3_1-8b``, ``llama2-70b-interactive``) map to them (:func:`resolve`);
 * what a benchmark requires: dataset, output lengths, scenarios per category, latency
   limits, accuracy targets, compliance tests (:class:`BenchmarkPreset`);
-* the :class:`~tokenmark.settings.TestSettings` an MLPerf run of a benchmark and scenario
+* the :class:`~tokenmark.mlperf.settings.TestSettings` an MLPerf run of a benchmark and scenario
   starts from, before any user override (:func:`mlperf_settings`).
 
 Contracts:
@@ -41,7 +41,7 @@ from types import MappingProxyType
 from typing import Final, TypeVar, cast
 
 from tokenmark.errors import ConfigError
-from tokenmark.settings import LatencyLimits, Scenario, Seeds, TestSettings
+from tokenmark.mlperf.settings import LatencyLimits, Scenario, Seeds, TestSettings
 
 __all__ = [
     "CATEGORIES",
@@ -73,7 +73,7 @@ ANY_SCENARIO: Final = "any"
 _MS_TO_NS: Final = 1_000_000
 _U64_LIMIT: Final = 1 << 64
 _ROUND_RE: Final = re.compile(r"v?(\d+)\.(\d+)")
-_PRESET_PACKAGE: Final = "tokenmark.config"
+_PRESET_PACKAGE: Final = "tokenmark.mlperf"
 _PRESET_DIR: Final = "presets"
 # Scenarios with their own row of LoadGen defaults; Interactive runs as Server.
 _LOADGEN_SCENARIOS: Final = (

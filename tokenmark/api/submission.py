@@ -31,7 +31,7 @@ from tokenmark.adapters.official_loadgen import (
     loadgen_version,
     run_official,
 )
-from tokenmark.api import EXIT_INVALID, EXIT_VALID, RunResult, SutSpec, make_sut
+from tokenmark.api.run import EXIT_INVALID, EXIT_VALID, RunResult, SutSpec, make_sut
 from tokenmark.clock import Clock, MonotonicClock, wall_anchor
 from tokenmark.compliance.audit import Audit, apply_audit, audit_config_text, audit_for
 from tokenmark.config.layering import LayeredSettings
@@ -40,11 +40,19 @@ from tokenmark.errors import ConfigError
 from tokenmark.importer.checker import inferred_figure, result_key
 from tokenmark.loadgen.runner import RunOutcome
 from tokenmark.metrics.summary import Accumulator, Summary, summarize
-from tokenmark.mllog import parse_detail, parse_summary
+from tokenmark.mlperf.mllog import parse_detail, parse_summary
+from tokenmark.mlperf.rules import (
+    ClientStats,
+    Finding,
+    Validity,
+    Verdict,
+    VerdictKind,
+    Verdicts,
+    evaluate,
+)
+from tokenmark.mlperf.settings import EffectiveSettings, Mode, Scenario, effective
 from tokenmark.output.records import RECORDS_FILE, JsonlRecordSink
 from tokenmark.output.results import ResultsDocument, RunInfo, write_results
-from tokenmark.rules import ClientStats, Finding, Validity, Verdict, VerdictKind, Verdicts, evaluate
-from tokenmark.settings import EffectiveSettings, Mode, Scenario, effective
 from tokenmark.submission.check import CheckReport, check_tree
 from tokenmark.submission.package import PackageReport, PackageSpec, package_runs
 from tokenmark.sut import SystemUnderTest

@@ -11,8 +11,8 @@ Writing (pure: returns strings, touches no file; :mod:`tokenmark.output.mlperf` 
 
 - :func:`render_summary` and :func:`render_detail` take the effective settings, the
   :class:`~tokenmark.metrics.summary.Summary`, the
-  :class:`~tokenmark.rules.Verdicts` (the MLPerf verdict's findings are LoadGen's
-  criteria), the :class:`~tokenmark.scenarios.Schedule` (what LoadGen logs as
+  :class:`~tokenmark.mlperf.rules.Verdicts` (the MLPerf verdict's findings are LoadGen's
+  criteria), the :class:`~tokenmark.mlperf.scenarios.Schedule` (what LoadGen logs as
   ``loaded_qsl_set`` and ``generated_*``) and :class:`RunFacts` (names, wall clock,
   errors). Every LoadGen figure is recomputed from the summary's raw run facts with
   LoadGen's own arithmetic (C++ ``double`` division, ``size_t`` wrap-around, integer
@@ -73,10 +73,10 @@ from tokenmark import __version__
 from tokenmark.errors import BadInputError, InternalError
 from tokenmark.metrics.stats import LOADGEN_PERCENTILES, Distribution
 from tokenmark.metrics.summary import Summary
+from tokenmark.mlperf.rules import Finding, Validity, Verdicts
+from tokenmark.mlperf.scenarios import Schedule
+from tokenmark.mlperf.settings import EffectiveSettings, Mode, Scenario
 from tokenmark.resultrows import UNVERIFIED_NOTE
-from tokenmark.rules import Finding, Validity, Verdicts
-from tokenmark.scenarios import Schedule
-from tokenmark.settings import EffectiveSettings, Mode, Scenario
 
 __all__ = [
     "LOADGEN_FORMAT_VERSION",
@@ -113,7 +113,7 @@ NOTE_KEY = "tokenmark_note"
 
 _BANNER = "=" * 48
 _NAMESPACE = "mlperf::logging"
-_SOURCE_FILE = "tokenmark/mllog.py"
+_SOURCE_FILE = "tokenmark/mlperf/mllog.py"
 #: LoadGen's ``TestSettings`` defaults, logged where tokenmark has no value of its own.
 _DEFAULT_TOKEN_LATENCY_NS = 100_000_000
 _U64 = 1 << 64
@@ -688,7 +688,7 @@ def render_detail(
     and, in performance mode, every ``result_*``/``early_stopping_*`` key and
     ``num_errors``. In accuracy mode LoadGen repeats ``loaded_qsl_set``,
     ``generated_*`` and the power lines for each loadable set it issues; a tokenmark
-    :class:`~tokenmark.scenarios.Schedule` holds one set, so one is logged. Raises
+    :class:`~tokenmark.mlperf.scenarios.Schedule` holds one set, so one is logged. Raises
     :class:`~tokenmark.errors.InternalError` for a non-MLPerf scenario.
     """
     v = _view(eff, summary, verdicts, facts)

@@ -43,14 +43,15 @@ from tokenmark.loadgen.runner import Runner, RunnerStats, RunOutcome
 from tokenmark.metrics.endpoints import EndpointBreakdown
 from tokenmark.metrics.lengths import LengthTally
 from tokenmark.metrics.summary import Accumulator, Summary, summarize
-from tokenmark.mllog import RunFacts
+from tokenmark.mlperf.mllog import RunFacts
+from tokenmark.mlperf.rules import ClientStats, Finding, Verdicts, evaluate, with_findings
+from tokenmark.mlperf.scenarios import Schedule, build_schedule, timed_trace
+from tokenmark.mlperf.settings import EffectiveSettings, Scenario, effective
 from tokenmark.output.accuracy import AccuracyRecorder, accuracy_recorder
 from tokenmark.output.mlperf import write_mlperf_logs
 from tokenmark.output.records import RECORDS_FILE, JsonlRecordSink
 from tokenmark.output.results import ResultsDocument, RunInfo, write_results
 from tokenmark.records import Query, RequestRecord
-from tokenmark.rules import ClientStats, Finding, Verdicts, evaluate, with_findings
-from tokenmark.scenarios import Schedule, build_schedule, timed_trace
 from tokenmark.servers.emulated import (
     REFERENCE_FIELD,
     EmulatedConfig,
@@ -58,7 +59,6 @@ from tokenmark.servers.emulated import (
     spec_arguments,
 )
 from tokenmark.servers.process import ServerProcess
-from tokenmark.settings import EffectiveSettings, Scenario, effective
 from tokenmark.sut import PromptProbe, ResponseHandle, SystemUnderTest
 from tokenmark.tokenizer import exact_text
 

@@ -12,7 +12,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenmark.accuracylog import ACCURACY_LOG_FILE, parse_accuracy_log
 from tokenmark.adapters.engine_sut import EngineSUT
 from tokenmark.adapters.openai_http import OpenAIHttpSUT
 from tokenmark.adapters.openai_target import OpenAIConfig, check_target
@@ -26,10 +25,11 @@ from tokenmark.compliance.verify import (
     write_test07,
     write_test09,
 )
-from tokenmark.config.presets import find_benchmark
 from tokenmark.dataset import Dataset
 from tokenmark.engines.hf import HFEngine
 from tokenmark.errors import ConfigError, DatasetError
+from tokenmark.mlperf.accuracylog import ACCURACY_LOG_FILE, parse_accuracy_log
+from tokenmark.mlperf.presets import find_benchmark
 from tokenmark.output.results import read_results
 from tokenmark.scoring.evaluate import AccuracyReport, TargetResult, accuracy_txt, evaluate, gate
 from tokenmark.servers.engine_http import EngineHTTPServer

@@ -32,14 +32,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from tokenmark.earlystop import (
+from tokenmark.findings import Finding, VerdictKind
+from tokenmark.metrics.summary import Summary
+from tokenmark.mlperf.earlystop import (
     EarlyStoppingResult,
     server_early_stopping,
     stream_early_stopping,
 )
-from tokenmark.findings import Finding, VerdictKind
-from tokenmark.metrics.summary import Summary
-from tokenmark.settings import EffectiveSettings, Mode, Scenario
+from tokenmark.mlperf.settings import EffectiveSettings, Mode, Scenario
 
 __all__ = [
     "ClientStats",

@@ -1,0 +1,1 @@
+"""The Python entry points (one module per command family)."""
