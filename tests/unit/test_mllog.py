@@ -521,7 +521,8 @@ def test_detail_lines_are_loadgens():
     assert lines[0].startswith(':::MLLOG {"key": "tokenmark_note", "value": "Written by '
                                'tokenmark ')
     meta = ('"namespace": "mlperf::logging", "event_type": "POINT_IN_TIME", "metadata": '
-            '{"is_error": false, "is_warning": false, "file": "tokenmark/mlperf/mllog.py", '
+            '{"is_error": false, "is_warning": false, '
+            '"file": "tokenmark/mlperf/mllog/write_detail.py", '
             '"line_no": 0, "pid": 7, "tid": 7}}')
     assert f':::MLLOG {{"key": "sut_name", "value": "PySUT", "time_ms": 0.000000, {meta}' in lines
     assert (f':::MLLOG {{"key": "loaded_qsl_set", "value": [0,1,2,3,4,5,6,7,8,9,10,11], '
