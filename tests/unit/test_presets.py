@@ -49,7 +49,7 @@ from tokenmark.mlperf.settings import LatencyLimits, Scenario, Seeds, effective
 
 SHARED = Path(__file__).resolve().parents[3] / "shared"
 DIGEST = SHARED / "mlperf" / "digest.md"
-PRESET_DIR = Path(presets.__file__).resolve().parent / "presets"
+PRESET_DIR = Path(presets.__file__).resolve().parent
 
 OFF, SRV, INT, SS, MS = (
     Scenario.OFFLINE,
