@@ -18,8 +18,8 @@ numpy's own distributions (which are different algorithms and give different num
 Which ``uniform_int_distribution`` algorithm a LoadGen build uses depends on the
 libstdc++ it was compiled against (:class:`UniformIntMethod`). The official PyPI wheel
 ``mlcommons-loadgen==6.0.17`` is built with GCC 14 and uses Lemire's method, the default
-here; ``tests/integration/test_lgrandom_loadgen.py`` proves it against the wheel, and
-``tests/unit/test_lgrandom.py`` against programs compiled with the local g++.
+here; ``tests/mlperf/test_lgrandom_loadgen.py`` proves it against the wheel, and
+``tests/mlperf/test_lgrandom.py`` against programs compiled with the local g++.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ Writing (pure: returns strings, touches no file; :mod:`tokenmark.output.mlperf` 
   tokenmark is not LoadGen and claims no LoadGen version. LoadGen's own internals
   (``get_sut_name_duration_ns``, ``logger_*`` contention counters) are left out too.
 
-How exact: ``tests/integration/test_mllog_real.py`` replays official LoadGen 6.0.17 runs
+How exact: ``tests/mlperf/test_mllog_real.py`` replays official LoadGen 6.0.17 runs
 (its settings, its per-sample times) through tokenmark and gets LoadGen's summary byte
 for byte and every detail value, in order, for Server, Interactive, Offline and
 accuracy runs, with and without token latencies; SingleStream and MultiStream match

@@ -6,7 +6,7 @@ local g++ (12 on every machine of this project, libstdc++ >= 11, so Lemire's
 ``std::uniform_int_distribution``, ``std::shuffle``, ``std::exponential_distribution``
 and ``std::generate_canonical`` give for the same seeds. ``generate_queries`` is checked
 against a literal, draw-by-draw transcription of LoadGen's generation loop here, and
-against the official LoadGen in ``tests/integration/test_lgrandom_loadgen.py``.
+against the official LoadGen in ``tests/mlperf/test_lgrandom_loadgen.py``.
 """
 
 from __future__ import annotations
