@@ -63,3 +63,17 @@ def test_importing_the_package_imports_no_facade() -> None:
                          check=True, cwd=ROOT, timeout=120).stdout.splitlines()
     assert out[0] == "[]"
     assert "'tokenmark.api.run'" in out[1]
+
+
+def test_renamed_names_keep_their_old_name_in_their_module() -> None:
+    """Issue 20 gave each clashing name its own; the old one still works where it was."""
+    from tokenmark import analyses
+    from tokenmark.api import results, simulation, trust
+
+    assert simulation.calibrate is simulation.fit_perf_model is api.fit_perf_model
+    assert simulation.scaling is simulation.simulate_scaling is api.simulate_scaling
+    assert trust.calibrate is trust.calibrate_client is api.calibrate_client
+    assert results.scaling is results.scaling_efficiency is api.scaling_efficiency
+    assert analyses.scaling is analyses.scaling_efficiency
+    for old in ("calibrate", "scaling"):
+        assert old not in api.__all__

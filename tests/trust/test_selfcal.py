@@ -15,11 +15,11 @@ from tokenmark.trust import selfcal
 
 
 def test_measure_and_cache(isolated):
-    cap, was_cached = trust_api.calibrate(duration_s=0.6, concurrency=4, output_tokens=16)
+    cap, was_cached = trust_api.calibrate_client(duration_s=0.6, concurrency=4, output_tokens=16)
     assert not was_cached and cap.completed > 10 and cap.failed == 0
     # every completed answer carried exactly 16 tokens
     assert cap.tokens_per_s == pytest.approx(cap.requests_per_s * 16, rel=0.01)
-    again, was_cached = trust_api.calibrate(duration_s=0.6, concurrency=4, output_tokens=16)
+    again, was_cached = trust_api.calibrate_client(duration_s=0.6, concurrency=4, output_tokens=16)
     assert was_cached and again == cap
     assert (isolated / "cache" / selfcal.CACHE_FILE).is_file()
 

@@ -66,7 +66,7 @@ __all__ = [
     "reproducibility",
     "resolve_benchmark",
     "resolve_scenario",
-    "scaling",
+    "scaling_efficiency",
     "scaling_scenarios",
     "signers",
     "software_gains",
@@ -415,7 +415,7 @@ def compare_accelerators(
                                          same_submitter=same_submitter, normalise=normalise)
 
 
-def scaling(
+def scaling_efficiency(
     benchmark: str, scenario: str, *, accelerator: str, db: PathLike | None = None,
     submitter: str | None = None, round: str | None = None,
     division: str | None = "closed", base: int | None = None,
@@ -425,9 +425,9 @@ def scaling(
     one submitter and one availability unless ``any`` is asked for."""
     bench, scen = resolve_benchmark(benchmark), resolve_scenario(scenario)
     rows = _rows(db, published, benchmark=bench, scenario=scen, round=round)
-    return analyses.scaling(rows, bench, scen, accelerator=accelerator, submitter=submitter,
-                            round=round, division=division, base=base,
-                            availability=availability)
+    return analyses.scaling_efficiency(rows, bench, scen, accelerator=accelerator,
+                                       submitter=submitter, round=round, division=division,
+                                       base=base, availability=availability)
 
 
 def scaling_scenarios(
@@ -436,14 +436,14 @@ def scaling_scenarios(
     division: str | None = "closed", base: int | None = None,
     availability: str | None = None, published: bool = True,
 ) -> list[analyses.ScalingCurve]:
-    """:func:`scaling` for every scenario of ``benchmark`` whose family has results at
+    """:func:`scaling_efficiency` for every scenario of ``benchmark`` whose family has results at
     two or more counts (``tokenmark scaling BENCHMARK`` with no scenario)."""
     bench = resolve_benchmark(benchmark)
     rows = _rows(db, published, benchmark=bench, round=round)
     curves, why = [], []
     for scen in sorted({r.scenario for r in rows}):
         try:
-            c = analyses.scaling([r for r in rows if r.scenario == scen], bench, scen,
+            c = analyses.scaling_efficiency([r for r in rows if r.scenario == scen], bench, scen,
                                  accelerator=accelerator, submitter=submitter, round=round,
                                  division=division, base=base, availability=availability)
         except AnalysisError as exc:
@@ -580,3 +580,7 @@ def refresh_published(
     return RefreshReport(str(target), size, len(made.rows), per_round,
                          tuple(made.provenance), made.skipped, tuple(errors),
                          tuple(made.differences))
+
+
+# The name before issue 20 (the simulation API's ``scaling`` predicts a cluster's).
+scaling = scaling_efficiency

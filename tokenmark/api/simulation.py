@@ -5,8 +5,8 @@
   the summary and both verdicts, the MLPerf log files for MLPerf scenarios,
   ``records.jsonl``) plus ``simulation.json`` and ``report.txt`` that say what the
   cluster was and why the numbers came out as they did;
-- :func:`scaling`: predicted throughput and scaling efficiency across cluster sizes;
-- :func:`calibrate`: fit the efficiency parameters on published results, rounds before
+- :func:`simulate_scaling`: predicted throughput and scaling efficiency across cluster sizes;
+- :func:`fit_perf_model`: fit the efficiency parameters on published results, rounds before
   each round, and report each round's prediction error (:mod:`tokenmark.sim.calibration`).
 
 Every prediction goes through one path (:func:`tokenmark.sim.predict.predict`): a
@@ -59,9 +59,9 @@ from tokenmark.sim.workloads import synthetic_dataset, workload
 __all__ = [
     "ScalingPoint",
     "SimulationResult",
-    "calibrate",
-    "scaling",
+    "fit_perf_model",
     "simulate",
+    "simulate_scaling",
     "simulation_dataset",
 ]
 
@@ -257,7 +257,7 @@ def _workload_json(benchmark: str) -> dict[str, Any]:
             "status": w.status, "sources": w.sources}
 
 
-def scaling(
+def simulate_scaling(
     layered: LayeredSettings,
     spec: ClusterSpec,
     sizes: list[int],
@@ -272,8 +272,8 @@ def scaling(
     return scaling_sweep(layered, spec, sizes, ds, requests=requests)
 
 
-def calibrate(rows: list[PublishedRow] | None = None, out_dir: Path | None = None,
-              **options: Any) -> CalibrationReport:
+def fit_perf_model(rows: list[PublishedRow] | None = None, out_dir: Path | None = None,
+                   **options: Any) -> CalibrationReport:
     """The forward evaluation on published results (``rows``; default: the packaged
     table of every published LLM result, :func:`~tokenmark.sim.published.read_packaged`)
     and the parameters fitted on the rounds before the newest; with ``out_dir``, write
@@ -283,3 +283,9 @@ def calibrate(rows: list[PublishedRow] | None = None, out_dir: Path | None = Non
     if out_dir is not None:
         report.write(out_dir)
     return report
+
+
+# The names before issue 20 (``calibrate`` also measured the client in the trust API;
+# ``scaling`` also read published scaling efficiency in the results API).
+calibrate = fit_perf_model
+scaling = simulate_scaling

@@ -5,7 +5,7 @@
   Prometheus metrics, and the client-capacity check.
 - :func:`load_plan` / :func:`check_workload`: re-run a manifest (``tokenmark run
   --manifest``): settings and workload rebuilt from it, every file and fingerprint checked.
-- :func:`calibrate`: what this client sustains (cached per machine).
+- :func:`calibrate_client`: what this client sustains (cached per machine).
 - :func:`make_keys`, :func:`bundle_run`, :func:`verify_bundle`: signed result bundles,
   with the signer recorded in the results database.
 - :func:`reproduce`: rerun a result's manifest against another deployment and read the
@@ -73,7 +73,7 @@ __all__ = [
     "Reproduced",
     "Signed",
     "bundle_run",
-    "calibrate",
+    "calibrate_client",
     "check_workload",
     "load_plan",
     "make_keys",
@@ -208,9 +208,9 @@ def run_watchers(
 # -- self-calibration -------------------------------------------------------------------
 
 
-def calibrate(*, workers: int = 0, duration_s: float = 3.0, concurrency: int = 32,
-              output_tokens: int = 64, force: bool = False,
-              max_age_days: float = 7.0) -> tuple[selfcal.Capacity, bool]:
+def calibrate_client(*, workers: int = 0, duration_s: float = 3.0, concurrency: int = 32,
+                     output_tokens: int = 64, force: bool = False,
+                     max_age_days: float = 7.0) -> tuple[selfcal.Capacity, bool]:
     """This client's capacity and whether it came from the cache."""
     key = selfcal.cache_key(workers=workers, concurrency=concurrency,
                             output_tokens=output_tokens)
@@ -336,3 +336,7 @@ def reproduce(
 def regression_gate(baseline: Path, run: Path, *, threshold: float) -> Regression:
     """``tokenmark compare BASELINE RUN --max-regression``: which figures regressed."""
     return regression(load_run(baseline), load_run(run), threshold=threshold)
+
+
+# The name before issue 20 (the simulation API's ``calibrate`` fits the performance model).
+calibrate = calibrate_client

@@ -268,12 +268,12 @@ def compare(
         "--round", help="With --accelerators: one round.")] = None,
     published: PublishedOpt = True,
     max_regression: Annotated[str | None, typer.Option(
-        help="Regression gate for CI: A and B are results folders (baseline, new run); "
-        "exit 1 when throughput or a latency percentile got worse by more than this "
-        "(e.g. 5%) with 95% confidence.")] = None,
+        help="Regression gate for CI (the same as 'tokenmark gate A B'): A and B are "
+        "results folders (baseline, new run); exit 1 when throughput or a latency "
+        "percentile got worse by more than this (e.g. 5%) with 95% confidence.")] = None,
 ) -> None:
     """Generation over generation: system B against system A, per benchmark and scenario;
-    or, given two results folders, a regression gate between a baseline and a new run.
+    or, given two results folders, the regression gate of 'tokenmark gate' (its old name).
 
     Example: tokenmark compare v5.1/NVIDIA/GB300-NVL72_GB300-288GB_aarch64x72_TRT v6.0/NVIDIA/GB300-NVL72_GB300-288GB_aarch64x288_TRT --normalise
     Example: tokenmark compare GB300 "Vera Rubin" --accelerators --round v6.1
@@ -326,7 +326,7 @@ def scaling(
                 round=round_, division=_any(division), base=base, availability=availability,
                 published=published)
         else:
-            curves = [results_api.scaling(
+            curves = [results_api.scaling_efficiency(
                 benchmark, scenario, accelerator=accelerator, db=db, submitter=submitter,
                 round=round_, division=_any(division), base=base, availability=availability,
                 published=published)]
