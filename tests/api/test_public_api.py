@@ -77,3 +77,16 @@ def test_renamed_names_keep_their_old_name_in_their_module() -> None:
     assert analyses.scaling is analyses.scaling_efficiency
     for old in ("calibrate", "scaling"):
         assert old not in api.__all__
+
+
+def test_the_references_python_example_runs(tmp_path, monkeypatch) -> None:
+    """docs/reference.md's Python API example, as written (virtual time, demo profile)."""
+    text = (ROOT / "docs" / "reference.md").read_text()
+    code = text.split("## Python API", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    env: dict[str, object] = {}
+    exec(compile(code, "reference.md", "exec"), env)  # noqa: S102
+    result = env["result"]
+    assert (tmp_path / "results" / "api" / "results.json").is_file()
+    assert result.exit_code in (0, 1)  # type: ignore[attr-defined]  (VALID or INVALID)
+    assert result.summary.completed > 0  # type: ignore[attr-defined]

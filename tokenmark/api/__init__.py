@@ -68,6 +68,7 @@ if TYPE_CHECKING:
         RunResult,
         RunWatcher,
         SutSpec,
+        default_dataset,
         make_sut,
         run_benchmark,
     )
@@ -112,7 +113,7 @@ if TYPE_CHECKING:
 _FROM: dict[str, tuple[str, ...]] = {
     "run": ("EXIT_BAD_INPUT", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_INVALID",
             "EXIT_VALID", "EmulatedTarget", "RunResult", "RunWatcher", "SutSpec",
-            "make_sut", "run_benchmark"),
+            "default_dataset", "make_sut", "run_benchmark"),
     "assemble": ("Workload", "WorkloadSpec", "build_workload", "http_sut_factory"),
     "scale": ("PeakResult", "ScalingResult", "SweepResult", "find_peak", "scaling_run",
               "sweep"),
@@ -166,6 +167,7 @@ __all__ = [
     "compare_accelerators",
     "db_status",
     "db_upgrade",
+    "default_dataset",
     "find_peak",
     "fit_perf_model",
     "get_run",
