@@ -107,11 +107,13 @@ class ReadQueue:
     back after ``BUDGET_NS`` of work. (Queueing every read cost 7 us more per event in
     bench/client_path.py: one ``call_soon`` per read at low rates.)
 
-    Designs measured against it (bench/send_lag.py): sends on a thread of their own
-    would need the SUT's connections and handles to be thread-safe (every request's
-    ``sent`` and the record it starts) and a GIL switch (5 ms by default) stands between
-    a woken thread and the CPU: no better than the loop's own timer; batching per read
-    (one ``on_body`` per read already) leaves the burst where it was. Deferral changes
+    Designs considered, not built: sends on a thread of their own would need the SUT's
+    connections and handles to be thread-safe (every request's ``sent`` and the record it
+    starts), and a woken thread waits for the GIL (switch interval 5 ms by default) while
+    the loop's thread parses, so it is not obviously better than the loop's own timer;
+    batching per read (one ``on_body`` per read already) leaves the burst where it was.
+    Only this design and parsing in place were measured (bench/send_lag.py,
+    bench/cli_peers.py ``--variants inline,deferred``). Deferral changes
     nothing that is measured: each read keeps the time it was read, events are parsed in
     the order they arrived, per connection and across connections (one FIFO), and a
     connection's close is queued behind its reads (property test:
