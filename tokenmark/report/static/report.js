@@ -1,11 +1,18 @@
 /* tokenmark report plots: draws every <div class="plot" data-plot=...> of the page with
    uPlot from the JSON in <script id="tm-data" type="application/json">.
    Used unchanged by the self-contained HTML report (inlined) and the web UI (served from
-   /static). Never builds HTML from data: labels are set with textContent only. */
+   /static). Never builds HTML from data: labels are set with textContent only.
+
+   Readability rules every plot follows: log axes tick at 1-2-5 per decade (or at round
+   linear steps when the range is under half a decade) with short labels (500, 1k, 20k);
+   axes are as wide as their longest tick label, so axis titles never overlap them; the
+   legend names the series only (no empty value cells) and is left out for a single
+   series; a plot with no data is not drawn (the page says so in words). */
 (function () {
   "use strict";
   var COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
                 "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939"];
+  var LIMIT = "#d62728";
 
   function readData() {
     var el = document.getElementById("tm-data");
@@ -16,89 +23,317 @@
     return Math.max(320, Math.min(div.clientWidth || 600, 1100));
   }
 
-  function vline(value, color, label) {
-    // a uPlot draw hook: a dashed vertical line at x = value (a latency limit)
+  /* ---- numbers and ticks ---- */
+
+  function fmtNum(v) {
+    // short, round labels: 0.05, 2.5, 750, 1k, 2.5k, 20k, 1M
+    if (v === null || v === undefined || !isFinite(v)) { return ""; }
+    var a = Math.abs(v);
+    function trim(x) { return String(Number(x.toPrecision(4))); }
+    if (a >= 1e6) { return trim(v / 1e6) + "M"; }
+    if (a >= 1e3) { return trim(v / 1e3) + "k"; }
+    return trim(v);
+  }
+
+  function linearTicks(min, max, most) {
+    // round steps (1, 2 or 5 x 10^k) giving at most `most` ticks inside [min, max]
+    var span = max - min;
+    if (!(span > 0)) { return [min]; }
+    var step = Math.pow(10, Math.floor(Math.log10(span / most)));
+    var mults = [1, 2, 5, 10], i = 0;
+    while (span / (step * mults[i]) > most && i < mults.length - 1) { i++; }
+    step *= mults[i];
+    var out = [];
+    for (var t = Math.ceil(min / step) * step; t <= max * (1 + 1e-9); t += step) {
+      out.push(Number(t.toPrecision(12)));
+    }
+    return out;
+  }
+
+  function logTicks(min, max) {
+    // 1-2-5 per decade; 1 per decade when that is too many; round linear steps when
+    // the range is under half a decade (too few round log values inside it)
+    if (!(min > 0) || !(max > min)) { return [min]; }
+    if (Math.log10(max / min) < 0.5) { return linearTicks(min, max, 6); }
+    var sets = [[1, 2, 5], [1]], lo = Math.floor(Math.log10(min)), hi = Math.ceil(Math.log10(max));
+    for (var s = 0; s < sets.length; s++) {
+      var out = [];
+      for (var k = lo; k <= hi; k++) {
+        sets[s].forEach(function (m) {
+          var v = Number((m * Math.pow(10, k)).toPrecision(12));
+          if (v >= min * (1 - 1e-9) && v <= max * (1 + 1e-9)) { out.push(v); }
+        });
+      }
+      if (out.length <= 10 || s === sets.length - 1) {
+        if (out.length > 10) {  // many decades: every n-th decade
+          var n = Math.ceil(out.length / 10);
+          out = out.filter(function (_, i) { return i % n === 0; });
+        }
+        return out;
+      }
+    }
+    return [];
+  }
+
+  function axisSize(u, values, axisIdx, cycleNum) {
+    // as wide as the longest tick label, plus the tick and gap (uPlot's autosize recipe)
+    var axis = u.axes[axisIdx];
+    if (cycleNum > 1) { return axis._size; }
+    var size = axis.ticks.size + axis.gap + 6;
+    var longest = (values || []).reduce(function (acc, v) {
+      return v && String(v).length > acc.length ? String(v) : acc;
+    }, "");
+    if (longest !== "") {
+      u.ctx.font = axis.font[0];
+      size += u.ctx.measureText(longest).width / uPlot.pxRatio;
+    }
+    return Math.ceil(size);
+  }
+
+  function axis(label, log, extra) {
+    // every split gets its label (uPlot's default filter hides most on log axes)
+    var a = { label: label, values: function (u, splits) { return splits.map(fmtNum); },
+              filter: function (u, splits) { return splits; }, labelGap: 4 };
+    if (log) {
+      a.splits = function (u, i, min, max) { return logTicks(min, max); };
+    }
+    return Object.assign(a, extra || {});
+  }
+
+  function yAxis(label, log, extra) {
+    return axis(label, log, Object.assign({ size: axisSize }, extra || {}));
+  }
+
+  function logRange(lo, hi) {
+    // a log scale's range: the data with a margin, never empty
+    if (hi <= lo) { return [lo / 1.5, hi * 1.5]; }
+    return [lo / 1.15, hi * 1.15];
+  }
+
+  function extent(arrays, extra) {
+    var lo = Infinity, hi = -Infinity;
+    arrays.forEach(function (xs) {
+      xs.forEach(function (v) {
+        if (v !== null && v !== undefined && isFinite(v)) {
+          lo = Math.min(lo, v); hi = Math.max(hi, v);
+        }
+      });
+    });
+    (extra || []).forEach(function (v) {
+      if (v !== null && v !== undefined && isFinite(v)) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+    });
+    return [lo, hi];
+  }
+
+  function xScale(xs, limit) {
+    // linear, or logarithmic when the values (and the limit) span a wide range; the
+    // range always takes in the limit, so a distribution far below it shows as such
+    var e = extent([xs], limit === null || limit === undefined ? [] : [limit * 1.05]);
+    var lo = e[0], hi = e[1];
+    if (!isFinite(lo)) { return { time: false }; }
+    var log = lo > 0 && hi / lo > 30;
+    if (hi === lo) { lo = lo * 0.9; hi = hi * 1.1 + (hi === 0 ? 1 : 0); }
+    return { time: false, distr: log ? 3 : 1, log: 10,
+             range: log ? logRange(lo, hi) : [Math.min(0, lo), hi] };
+  }
+
+  /* ---- drawing helpers (uPlot draw hooks) ---- */
+
+  function text(u, s, x, y, color, align) {
+    // a label on a white box, so lines under it do not strike it through
+    var ctx = u.ctx, r = uPlot.pxRatio;
+    ctx.font = (11 * r) + "px sans-serif";
+    ctx.textAlign = align || "left";
+    var w = ctx.measureText(s).width, left = align === "right" ? x - w : x;
+    ctx.fillStyle = "rgba(255,255,255,0.85)";
+    ctx.fillRect(left - 2 * r, y - 10 * r, w + 4 * r, 13 * r);
+    ctx.fillStyle = color;
+    ctx.fillText(s, x, y);
+  }
+
+  function inBox(u, x, y) {
+    var b = u.bbox;
+    return isFinite(x) && isFinite(y) && x >= b.left - 1 && x <= b.left + b.width + 1 &&
+           y >= b.top - 1 && y <= b.top + b.height + 1;
+  }
+
+  function vline(value, label) {
+    // a dashed vertical line at x = value (a latency limit)
     return function (u) {
       if (value === null || value === undefined) { return; }
       var x = u.valToPos(value, "x", true);
       if (!isFinite(x) || x < u.bbox.left || x > u.bbox.left + u.bbox.width) { return; }
       var ctx = u.ctx;
       ctx.save();
-      ctx.strokeStyle = color;
+      ctx.strokeStyle = LIMIT;
       ctx.setLineDash([6, 4]);
       ctx.lineWidth = 2 * uPlot.pxRatio;
       ctx.beginPath();
       ctx.moveTo(x, u.bbox.top);
       ctx.lineTo(x, u.bbox.top + u.bbox.height);
       ctx.stroke();
-      ctx.fillStyle = color;
-      ctx.font = (11 * uPlot.pxRatio) + "px sans-serif";
-      ctx.fillText(label, x + 4 * uPlot.pxRatio, u.bbox.top + 12 * uPlot.pxRatio);
+      var right = x > u.bbox.left + u.bbox.width * 0.75;
+      text(u, label, x + (right ? -4 : 4) * uPlot.pxRatio, u.bbox.top + 12 * uPlot.pxRatio,
+           LIMIT, right ? "right" : "left");
       ctx.restore();
     };
   }
 
-  function pointsOnly(label, color) {
-    return { label: label, stroke: color, fill: color, width: 0,
-             paths: function () { return null; },
-             points: { show: true, size: 8, fill: color, stroke: color } };
+  function hlines(limits, label) {
+    // dashed horizontal lines at y = each limit
+    return function (u) {
+      var ctx = u.ctx;
+      ctx.save();
+      (limits || []).forEach(function (v) {
+        var y = u.valToPos(v, "y", true);
+        if (!isFinite(y) || y < u.bbox.top || y > u.bbox.top + u.bbox.height) { return; }
+        ctx.strokeStyle = LIMIT;
+        ctx.setLineDash([6, 4]);
+        ctx.lineWidth = 2 * uPlot.pxRatio;
+        ctx.beginPath();
+        ctx.moveTo(u.bbox.left, y);
+        ctx.lineTo(u.bbox.left + u.bbox.width, y);
+        ctx.stroke();
+        text(u, label + " " + fmtNum(v) + " ms", u.bbox.left + 4 * uPlot.pxRatio,
+             y - 5 * uPlot.pxRatio, LIMIT);
+      });
+      ctx.restore();
+    };
   }
 
-  function xScale(xs, limit) {
-    // linear, or logarithmic when the values (and the limit) span a wide range; the
-    // range always takes in the limit, so a distribution far below it shows as such
-    var lo = Infinity, hi = -Infinity;
-    xs.forEach(function (v) { if (v !== null) { lo = Math.min(lo, v); hi = Math.max(hi, v); } });
-    if (limit !== null && limit !== undefined) { hi = Math.max(hi, limit * 1.05); }
-    if (!isFinite(lo)) { return { time: false }; }
-    var log = lo > 0 && hi / lo > 30;
-    if (hi === lo) { lo = lo * 0.9; hi = hi * 1.1 + (hi === 0 ? 1 : 0); }
-    return { time: false, distr: log ? 3 : 1,
-             range: log ? [lo / 1.1, hi * 1.1] : [Math.min(0, lo), hi] };
+  function polyline(pts, color, dash, width) {
+    // a line through pts ([x, y] in data units, in the given order)
+    return function (u) {
+      var xy = pts.map(function (p) {
+        return [u.valToPos(p[0], "x", true), u.valToPos(p[1], "y", true)];
+      }).filter(function (p) { return isFinite(p[0]) && isFinite(p[1]); });
+      if (xy.length < 2) { return; }
+      var ctx = u.ctx;
+      ctx.save();
+      ctx.beginPath();
+      ctx.rect(u.bbox.left, u.bbox.top, u.bbox.width, u.bbox.height);
+      ctx.clip();
+      ctx.strokeStyle = color;
+      ctx.lineWidth = (width || 1.5) * uPlot.pxRatio;
+      ctx.setLineDash(dash || []);
+      ctx.beginPath();
+      ctx.moveTo(xy[0][0], xy[0][1]);
+      for (var i = 1; i < xy.length; i++) { ctx.lineTo(xy[i][0], xy[i][1]); }
+      ctx.stroke();
+      ctx.restore();
+    };
+  }
+
+  function rings(pts, color) {
+    // an open ring around each point (the runs on the Pareto front)
+    return function (u) {
+      var ctx = u.ctx;
+      ctx.save();
+      ctx.strokeStyle = color;
+      ctx.lineWidth = 2 * uPlot.pxRatio;
+      pts.forEach(function (p) {
+        var x = u.valToPos(p[0], "x", true), y = u.valToPos(p[1], "y", true);
+        if (!inBox(u, x, y)) { return; }
+        ctx.beginPath();
+        ctx.arc(x, y, 8 * uPlot.pxRatio, 0, 2 * Math.PI);
+        ctx.stroke();
+      });
+      ctx.restore();
+    };
+  }
+
+  function labels(pts, names, color) {
+    // a short name beside each point (a sweep's rate); a label that would overlap one
+    // already drawn is left out (the table below names every run)
+    return function (u) {
+      var ctx = u.ctx, r = uPlot.pxRatio, boxes = [];
+      ctx.save();
+      ctx.font = (11 * r) + "px sans-serif";
+      pts.forEach(function (p, i) {
+        var x = u.valToPos(p[0], "x", true), y = u.valToPos(p[1], "y", true);
+        if (!names[i] || !inBox(u, x, y)) { return; }
+        var w = ctx.measureText(names[i]).width, h = 12 * r;
+        var right = x + 10 * r + w > u.bbox.left + u.bbox.width;
+        var left = right ? x - 10 * r - w : x + 10 * r, top = y - 8 * r - h;
+        var box = [left, top, left + w, top + h];
+        if (boxes.some(function (b) {
+          return box[0] < b[2] && b[0] < box[2] && box[1] < b[3] && b[1] < box[3];
+        })) { return; }
+        boxes.push(box);
+        text(u, names[i], left, top + h - 2 * r, color, "left");
+      });
+      ctx.restore();
+    };
+  }
+
+  function pointsOnly(label, color, hollow) {
+    return { label: label, stroke: color, fill: hollow ? "#fff" : color, width: 0,
+             paths: function () { return null; },
+             points: { show: true, size: 9, width: 2, fill: hollow ? "#fff" : color,
+                       stroke: color } };
   }
 
   function make(div, opts, data) {
     div.textContent = "";
     opts.width = width(div);
     opts.height = +(div.getAttribute("data-height") || 260);
+    // the legend names the series (no value cells: "live" off); none for one series
+    opts.legend = { show: opts.series.length > 2, live: false };
+    opts.padding = [12, 16, 0, 0];
     var plot = new uPlot(opts, data, div);
+    div.tmPlot = plot;  // for the browser tests: ticks, axis sizes
     div.setAttribute("data-drawn", String(data[0].length));
     return plot;
+  }
+
+  /* ---- one run ---- */
+
+  function dots(pts, color) {
+    // points at [x, y] in data units (no series of their own: the x values of a CDF
+    // repeat, which a joined series would collapse)
+    return function (u) {
+      var ctx = u.ctx;
+      ctx.save();
+      ctx.fillStyle = color;
+      pts.forEach(function (p) {
+        var x = u.valToPos(p[0], "x", true), y = u.valToPos(p[1], "y", true);
+        if (!inBox(u, x, y)) { return; }
+        ctx.beginPath();
+        ctx.arc(x, y, 4.5 * uPlot.pxRatio, 0, 2 * Math.PI);
+        ctx.fill();
+      });
+      ctx.restore();
+    };
   }
 
   function cdfPlot(div, d) {
     var pairs = Object.keys(d.percentiles).map(function (k) {
       return [d.percentiles[k], parseFloat(k) / 100];
-    }).sort(function (a, b) { return a[0] - b[0] || a[1] - b[1]; });
-    var px = pairs.map(function (p) { return p[0]; });
-    var py = pairs.map(function (p) { return p[1]; });
-    var joined = uPlot.join([[d.cdf.x, d.cdf.y], [px, py]]);
-    var hooks = {};
-    if (d.limit !== null) {
-      hooks.draw = [vline(d.limit, "#d62728", "limit " + d.limit + " ms")];
-    }
+    }).filter(function (p) { return p[0] !== null; });
+    var hooks = { draw: [dots(pairs, COLORS[3])] };
+    if (d.limit !== null) { hooks.draw.push(vline(d.limit, "limit " + fmtNum(d.limit) + " ms")); }
+    var sx = xScale(d.cdf.x, d.limit);
     return make(div, {
-      title: d.title + " - CDF (ms)",
-      scales: { x: xScale(d.cdf.x, d.limit), y: { range: [0, 1] } },
-      axes: [{ label: "ms" }, { label: "fraction at or below" }],
+      title: d.title + " - CDF",
+      scales: { x: sx, y: { range: [0, 1] } },
+      axes: [axis("ms", sx.distr === 3), yAxis("fraction at or below", false)],
       series: [{ label: "ms" },
-               { label: "CDF", stroke: COLORS[0], width: 2, spanGaps: true },
-               pointsOnly("exact percentiles (results.json)", "#ff7f0e")],
+               { label: "CDF", stroke: COLORS[0], width: 2, spanGaps: true,
+                 points: { show: false } }],
       hooks: hooks
-    }, joined);
+    }, [d.cdf.x, d.cdf.y]);
   }
 
   function histPlot(div, d) {
     var h = d.hist;
     var ys = h.counts.concat([0]);
     var hooks = {};
-    if (d.limit !== null) {
-      hooks.draw = [vline(d.limit, "#d62728", "limit " + d.limit + " ms")];
-    }
+    if (d.limit !== null) { hooks.draw = [vline(d.limit, "limit " + fmtNum(d.limit) + " ms")]; }
+    var sx = xScale(h.edges, d.limit);
     return make(div, {
       title: d.title + " - histogram",
-      scales: { x: xScale(h.edges, d.limit) },
-      axes: [{ label: "ms" }, { label: "count" }],
+      scales: { x: sx },
+      axes: [axis("ms", sx.distr === 3), yAxis("requests", false)],
       series: [{ label: "ms" },
                { label: "count", stroke: COLORS[0], fill: "rgba(31,119,180,0.25)",
                  paths: uPlot.paths.stepped({ align: 1 }) }],
@@ -108,54 +343,154 @@
 
   function timePlot(div, s, kind) {
     var t = s.t, series = [{ label: "s" }], data = [t], scales = { x: { time: false } };
-    var axes = [{ label: "seconds from the start" }];
+    var axes = [axis("seconds from the start (bins of " + fmtNum(s.bin_s) + " s)", false)];
     function add(label, ys, color, scale) {
       series.push({ label: label, stroke: color, width: 1.5, scale: scale || "y",
-                    spanGaps: false });
+                    spanGaps: false, points: { show: false } });
       data.push(ys);
     }
     if (kind === "throughput") {
       add("output tokens/s", s.output_tokens_per_s, COLORS[0]);
       add("completed requests/s", s.completed_per_s, COLORS[2], "r");
-      add("in flight", s.in_flight, COLORS[3], "r");
-      axes.push({ label: "tokens/s" }, { label: "requests", side: 1, scale: "r",
-                                         grid: { show: false } });
+      add("requests in flight", s.in_flight, COLORS[3], "r");
+      axes.push(yAxis("tokens/s", false),
+                yAxis("requests/s, requests", false, { side: 1, scale: "r", grid: { show: false } }));
     } else if (kind === "send_lag") {
       add("send lag max (ms)", s.send_lag_max_ms, COLORS[1]);
       add("send lag mean (ms)", s.send_lag_mean_ms, COLORS[0]);
-      axes.push({ label: "ms" });
+      axes.push(yAxis("ms", false));
     } else if (kind === "errors") {
       var names = Object.keys(s.errors);
+      if (!names.length) { return null; }
       names.forEach(function (n, i) { add(n, s.errors[n], COLORS[(i + 1) % COLORS.length]); });
-      if (!names.length) { add("errors", t.map(function () { return 0; }), COLORS[1]); }
-      axes.push({ label: "failed requests per bin" });
+      axes.push(yAxis("failed requests per bin", false));
     } else if (kind === "endpoints") {
-      Object.keys(s.endpoint_tokens_per_s).forEach(function (n, i) {
-        add(n, s.endpoint_tokens_per_s[n], COLORS[i % COLORS.length]);
-      });
-      axes.push({ label: "output tokens/s" });
+      var eps = Object.keys(s.endpoint_tokens_per_s);
+      if (!eps.length) { return null; }
+      eps.forEach(function (n, i) { add(n, s.endpoint_tokens_per_s[n], COLORS[i % COLORS.length]); });
+      axes.push(yAxis("output tokens/s", false));
     }
     return make(div, { title: div.getAttribute("data-title") || kind, scales: scales,
                        axes: axes, series: series }, data);
   }
 
+  /* ---- comparisons ---- */
+
+  function usable(cmp, metric) {
+    return cmp.points.filter(function (p) {
+      return p.throughput !== null && p.latency[metric] !== null && p.latency[metric] > 0;
+    });
+  }
+
+  function rateName(p) {
+    return p.target_qps === null ? "" : fmtNum(p.target_qps) + " q/s";
+  }
+
   function paretoPlot(div, cmp, metric) {
-    var pts = cmp.points.filter(function (p) {
-      return p.throughput !== null && p.latency[metric] !== null;
-    }).slice().sort(function (a, b) { return a.throughput - b.throughput; });
-    var xs = pts.map(function (p) { return p.throughput; });
-    var ys = pts.map(function (p) { return p.latency[metric]; });
-    var front = pts.map(function (p) { return p.front[metric] ? p.latency[metric] : null; });
+    // vLLM's sweep plot: latency (log) against throughput, one point per run joined in
+    // load order, the Pareto front as a staircase, the limit as a dashed line
+    var M = metric.toUpperCase(), pct = "p" + cmp.percentile_label;
+    var pts = usable(cmp, metric);
+    if (!pts.length) { return null; }
+    var limits = (cmp.limits || {})[metric] || [];
+    var worst = limits.length ? Math.min.apply(null, limits) : null;
+    var byX = pts.slice().sort(function (a, b) { return a.throughput - b.throughput; });
+    var xs = byX.map(function (p) { return p.throughput; });
+    var within = byX.map(function (p) {
+      return worst === null || p.latency[metric] <= worst ? p.latency[metric] : null;
+    });
+    var over = byX.map(function (p) {
+      return worst !== null && p.latency[metric] > worst ? p.latency[metric] : null;
+    });
+    var load = pts.map(function (p) { return [p.throughput, p.latency[metric]]; });
+    var front = byX.filter(function (p) { return p.front[metric]; })
+      .map(function (p) { return [p.throughput, p.latency[metric]]; });
+    var ey = extent([pts.map(function (p) { return p.latency[metric]; })], limits);
+    var ex = extent([xs]);
+    var series = [{ label: cmp.throughput_label },
+                  pointsOnly(worst === null ? "runs" : "runs within the limit", COLORS[0])];
+    var data = [xs, within];
+    if (worst !== null) { series.push(pointsOnly("runs over the limit", LIMIT, true)); data.push(over); }
     return make(div, {
-      title: "Throughput against " + metric.toUpperCase() + " p" + cmp.percentile_label +
-             " (Pareto front joined)",
-      scales: { x: { time: false } },
-      axes: [{ label: cmp.throughput_label }, { label: metric.toUpperCase() + " (ms)" }],
-      series: [{ label: cmp.throughput_label },
-               pointsOnly("runs", COLORS[0]),
-               { label: "Pareto front", stroke: COLORS[1], width: 2, spanGaps: true,
-                 points: { show: true, size: 10, stroke: COLORS[1], fill: "#fff" } }]
-    }, [xs, ys, front]);
+      title: M + " " + pct + " against throughput",
+      scales: { x: { time: false, range: [0, ex[1] * 1.08] },
+                y: { distr: 3, log: 10, range: logRange(ey[0], ey[1]) } },
+      axes: [axis(cmp.throughput_label, false), yAxis(M + " " + pct + " (ms, log)", true)],
+      series: series,
+      hooks: { draw: [hlines(limits, "limit " + pct), polyline(load, "#9aa4ae", [4, 3]),
+                      polyline(front, COLORS[2], null, 2.5), rings(front, COLORS[2]),
+                      labels(pts.map(function (p) { return [p.throughput, p.latency[metric]]; }),
+                             pts.map(rateName), "#444")] }
+    }, data);
+  }
+
+  function latencyRatePlot(div, cmp, metric) {
+    // GuideLLM's sweep plot: latency percentiles (log) against the achieved request rate
+    var M = metric.toUpperCase();
+    var pts = cmp.points.filter(function (p) {
+      return p.requests_per_second !== null && p.percentiles && p.percentiles[metric];
+    }).sort(function (a, b) { return a.requests_per_second - b.requests_per_second; });
+    if (!pts.length) { return null; }
+    var keys = [];
+    pts.forEach(function (p) {
+      Object.keys(p.percentiles[metric]).forEach(function (k) {
+        if (keys.indexOf(k) < 0) { keys.push(k); }
+      });
+    });
+    keys.sort(function (a, b) { return parseFloat(a) - parseFloat(b); });
+    var xs = pts.map(function (p) { return p.requests_per_second; });
+    var series = [{ label: "requests/s" }], data = [xs], all = [];
+    keys.forEach(function (k, i) {
+      var ys = pts.map(function (p) {
+        var v = p.percentiles[metric][k];
+        return v === undefined || v === null || !(v > 0) ? null : v;
+      });
+      all.push(ys);
+      series.push({ label: "p" + k, stroke: COLORS[i % COLORS.length], width: 2,
+                    spanGaps: true, points: { show: true, size: 6 } });
+      data.push(ys);
+    });
+    var limits = (cmp.limits || {})[metric] || [];
+    var ey = extent(all, limits), ex = extent([xs]);
+    return make(div, {
+      title: M + " against request rate",
+      scales: { x: { time: false, range: [0, ex[1] * 1.08] },
+                y: { distr: 3, log: 10, range: logRange(ey[0], ey[1]) } },
+      axes: [axis("requests/s (achieved)", false), yAxis(M + " (ms, log)", true)],
+      series: series,
+      hooks: { draw: [hlines(limits, "limit at p" + cmp.percentile_label)] }
+    }, data);
+  }
+
+  function ratePlot(div, cmp) {
+    // achieved against offered load: where the server saturates
+    var pts = cmp.points.filter(function (p) {
+      return p.target_qps !== null && p.requests_per_second !== null;
+    }).sort(function (a, b) { return a.target_qps - b.target_qps; });
+    if (pts.length < 2) { return null; }
+    var xs = pts.map(function (p) { return p.target_qps; });
+    var top = Math.max(xs[xs.length - 1], Math.max.apply(null, pts.map(function (p) {
+      return p.requests_per_second; })));
+    return make(div, {
+      title: "Achieved against offered request rate",
+      scales: { x: { time: false, range: [0, top * 1.08] }, y: { range: [0, top * 1.08] } },
+      axes: [axis("offered requests/s (target)", false), yAxis("achieved requests/s", false),
+             yAxis(cmp.throughput_label, false, { side: 1, scale: "t", grid: { show: false } })],
+      series: [{ label: "offered" },
+               { label: "achieved requests/s", stroke: COLORS[0], width: 2,
+                 points: { show: true, size: 7 } },
+               { label: cmp.throughput_label, stroke: COLORS[2], width: 2, scale: "t",
+                 points: { show: true, size: 7 } }],
+      hooks: { draw: [polyline([[0, 0], [top * 1.08, top * 1.08]], "#9aa4ae", [4, 3]),
+                      function (u) {
+                        var x = u.valToPos(top, "x", true), y = u.valToPos(top, "y", true);
+                        u.ctx.save();
+                        text(u, "achieved = offered", x - 4 * uPlot.pxRatio, y + 14 * uPlot.pxRatio,
+                             "#6e7781", "right");
+                        u.ctx.restore();
+                      }] }
+    }, [xs, pts.map(function (p) { return p.requests_per_second; }),
+        pts.map(function (p) { return p.throughput; })]);
   }
 
   function draw() {
@@ -167,14 +502,16 @@
     Array.prototype.forEach.call(plots, function (div) {
       var kind = div.getAttribute("data-plot");
       var d = byName[div.getAttribute("data-metric")];
+      var cmp = data.comparison, metric = div.getAttribute("data-metric"), drawn = null;
       try {
-        if (kind === "cdf" && d && d.cdf.x.length) { cdfPlot(div, d); }
-        else if (kind === "hist" && d && d.hist && d.hist.edges.length) { histPlot(div, d); }
+        if (kind === "cdf" && d && d.cdf.x.length) { drawn = cdfPlot(div, d); }
+        else if (kind === "hist" && d && d.hist && d.hist.edges.length) { drawn = histPlot(div, d); }
         else if (kind === "time" && data.series) {
-          timePlot(div, data.series, div.getAttribute("data-series"));
-        } else if (kind === "pareto" && data.comparison) {
-          paretoPlot(div, data.comparison, div.getAttribute("data-metric"));
-        } else { div.setAttribute("data-empty", "1"); div.textContent = "no data to draw"; }
+          drawn = timePlot(div, data.series, div.getAttribute("data-series"));
+        } else if (kind === "pareto" && cmp) { drawn = paretoPlot(div, cmp, metric); }
+        else if (kind === "latency-rate" && cmp) { drawn = latencyRatePlot(div, cmp, metric); }
+        else if (kind === "rate" && cmp) { drawn = ratePlot(div, cmp); }
+        if (!drawn) { div.setAttribute("data-empty", "1"); div.textContent = "no data to draw"; }
       } catch (e) {
         div.setAttribute("data-error", String(e));
         div.textContent = "could not draw: " + e;
