@@ -20,13 +20,21 @@ import os
 import re
 import shutil
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.faces.conftest import make_run
 from tests.faces.test_browser import Page, browser  # noqa: F401 - the fixture
-from tokenmark.report import find_runs, write_comparison, write_report
+from tokenmark.report import (
+    comparison_data,
+    find_runs,
+    load_results,
+    write_comparison,
+    write_report,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = Path(os.environ.get("TOKENMARK_ARTIFACTS") or ROOT / "tests" / "artifacts") / "report"
@@ -155,6 +163,7 @@ def test_comparison_reads_well(page: Page, runs_root: Path, tmp_path: Path) -> N
     out = write_comparison(find_runs([runs_root]), tmp_path / "comparison.html")
     page.go(out.as_uri(), plots=True)
     plots = _check_plots(page, "comparison")
+    _shot(page, "comparison-sweep")
     assert sorted({x["kind"] for x in plots}) == ["latency-rate", "pareto", "rate"]
     for x in plots:
         if x["kind"] in ("pareto", "latency-rate"):
@@ -164,5 +173,30 @@ def test_comparison_reads_well(page: Page, runs_root: Path, tmp_path: Path) -> N
     # 40 ms to 17.8 s (range x1.15 either side), the 2 s limit inside: every 1-2-5 value
     assert ttft["axes"][1]["values"] == ["50", "100", "200", "500", "1k", "2k", "5k", "10k",
                                         "20k"]
-    assert ttft["legend"] == ["runs within the limit", "runs over the limit"]
-    _shot(page, "comparison-sweep")
+    assert ttft["legend"] is None  # one sweep: one series, no legend
+    rate = next(x for x in plots if x["kind"] == "latency-rate" and x["metric"] == "ttft")
+    assert rate["legend"] == ["p50", "p90", "p99"]
+
+
+def test_comparison_of_two_systems(page: Page, runs_root: Path, tmp_path: Path) -> None:
+    """The sweep beside a slower system at 30 q/s (TTFT 120 ms, TPOT 12 ms): one curve
+    each, and the slower run off the Pareto front of TTFT (about the same tokens/s as the
+    sweep's 30 q/s run, more latency)."""
+    # in a thread of its own: Playwright's loop runs on this one
+    with ThreadPoolExecutor(1) as pool:
+        slow = pool.submit(make_run, tmp_path / "slow" / "qps030", 30, ttft_ms=120.0,
+                           tpot_ms=12.0).result()
+    doc = json.loads((slow / "results.json").read_text())
+    doc["run"]["sut"]["name"] = "slower-server"
+    (slow / "results.json").write_text(json.dumps(doc))
+    folders = find_runs([runs_root, slow])
+    cmp = comparison_data([(str(f), None, load_results(f)) for f in folders])
+    assert len(cmp["groups"]) == 2
+    slow_point = next(p for p in cmp["points"] if p["group"].startswith("slower-server"))
+    assert slow_point["front"]["ttft"] is False
+    out = write_comparison(folders, tmp_path / "comparison.html")
+    page.go(out.as_uri(), plots=True)
+    plots = _check_plots(page, "comparison-two-systems")
+    _shot(page, "comparison-two-systems")
+    ttft = next(x for x in plots if x["kind"] == "pareto" and x["metric"] == "ttft")
+    assert ttft["legend"] == cmp["groups"]

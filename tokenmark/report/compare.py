@@ -10,9 +10,10 @@ run has at least its throughput and at most its latency with one of them strictl
 better (:func:`pareto_front`). A sweep is a folder of run folders: :func:`find_runs`
 collects every ``results.json`` under the paths it is given.
 
-Beside each point: its achieved requests/s and p50/p90/p99 of each latency (GuideLLM's
-latency-against-rate curves), and each latency limit of the runs' presets (drawn when
-it holds at the percentile shown).
+Runs of one system, benchmark and scenario form a group, drawn as one curve in load
+order (a sweep). Beside each point: its achieved requests/s and p50/p90/p99 of each
+latency (GuideLLM's latency-against-rate curves), and each latency limit of the runs'
+presets (drawn when it holds at the percentile shown).
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ class RunPoint:
 
     name: str
     href: str | None
+    group: str
     benchmark: str
     scenario: str
     target_qps: float | None
@@ -132,8 +134,11 @@ def _point(name: str, href: str | None, doc: Mapping[str, Any], pct: str) -> Run
     limits = {m: (None if (v := _number(limits_ns.get(f"{m}_ns"))) is None else v / 1e6)
               for m in METRICS}
     verdicts = doc.get("verdicts", {})
+    sut = str((run.get("sut") or {}).get("name", "?"))
     return RunPoint(
-        name=name, href=href, benchmark=str(run.get("benchmark", "?")),
+        name=name, href=href,
+        group=f"{sut} {run.get('benchmark', '?')} {run.get('scenario', '?')}",
+        benchmark=str(run.get("benchmark", "?")),
         scenario=str(run.get("scenario", "?")), target_qps=_number(eff.get("target_qps")),
         throughput=_number(summary.get("throughput", {}).get("output_tokens_per_second")),
         requests_per_second=_number(summary.get("throughput", {}).get("requests_per_second")),
@@ -166,8 +171,10 @@ def comparison_data(runs: Sequence[tuple[str, str | None, Mapping[str, Any]]]) -
     # percentile the comparison shows
     limits = {m: sorted({v for p in points if (v := p.limits[m]) is not None})
               if isinstance(common, float) else [] for m in METRICS}
+    groups = list(dict.fromkeys(p.group for p in points))
     return {
         "kind": "comparison",
+        "groups": groups,
         "throughput_label": "output tokens/s",
         "percentile_label": pct,
         "metrics": metrics,
@@ -176,7 +183,8 @@ def comparison_data(runs: Sequence[tuple[str, str | None, Mapping[str, Any]]]) -
                      for p in points) >= 2,
         "skipped": [],
         "points": [{
-            "name": p.name, "href": p.href, "benchmark": p.benchmark, "scenario": p.scenario,
+            "name": p.name, "href": p.href, "group": p.group, "benchmark": p.benchmark,
+            "scenario": p.scenario,
             "target_qps": p.target_qps, "throughput": p.throughput,
             "requests_per_second": p.requests_per_second, "latency": p.latency,
             "percentiles": p.percentiles,

@@ -13,6 +13,12 @@
   var COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
                 "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939"];
   var LIMIT = "#d62728";
+  // a comparison's groups: no red (limits, runs over them) and no green (the front)
+  var GROUP_COLORS = ["#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+                      "#7f7f7f", "#bcbd22", "#393b79", "#637939"];
+  // tick steps of a count axis: whole numbers only
+  var INTEGER_STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5,
+                       2e5, 5e5, 1e6];
 
   function readData() {
     var el = document.getElementById("tm-data");
@@ -224,8 +230,8 @@
     };
   }
 
-  function rings(pts, color) {
-    // an open ring around each point (the runs on the Pareto front)
+  function rings(pts, color, radius) {
+    // an open ring around each point (runs on the Pareto front, runs over the limit)
     return function (u) {
       var ctx = u.ctx;
       ctx.save();
@@ -235,7 +241,7 @@
         var x = u.valToPos(p[0], "x", true), y = u.valToPos(p[1], "y", true);
         if (!inBox(u, x, y)) { return; }
         ctx.beginPath();
-        ctx.arc(x, y, 8 * uPlot.pxRatio, 0, 2 * Math.PI);
+        ctx.arc(x, y, radius * uPlot.pxRatio, 0, 2 * Math.PI);
         ctx.stroke();
       });
       ctx.restore();
@@ -363,7 +369,7 @@
       var names = Object.keys(s.errors);
       if (!names.length) { return null; }
       names.forEach(function (n, i) { add(n, s.errors[n], COLORS[(i + 1) % COLORS.length]); });
-      axes.push(yAxis("failed requests per bin", false));
+      axes.push(yAxis("failed requests per bin", false, { incrs: INTEGER_STEPS }));
     } else if (kind === "endpoints") {
       var eps = Object.keys(s.endpoint_tokens_per_s);
       if (!eps.length) { return null; }
@@ -386,101 +392,138 @@
     return p.target_qps === null ? "" : fmtNum(p.target_qps) + " q/s";
   }
 
+  function groupsOf(cmp, pts) {
+    // the runs of each group (one system, benchmark and scenario), in load order
+    return (cmp.groups || [""]).map(function (g) {
+      return pts.filter(function (p) { return (p.group || "") === g; });
+    }).filter(function (ps) { return ps.length; });
+  }
+
+  function groupLabel(ps, many, fallback) {
+    return many ? ps[0].group : fallback;
+  }
+
+  function curves(groups, xOf, yOf) {
+    // uPlot data for one series per group: the x values of every group joined (sorted),
+    // each group's y where it has a point
+    var tables = groups.map(function (ps) {
+      var pairs = ps.map(function (p) { return [xOf(p), yOf(p)]; })
+        .filter(function (q) { return q[0] !== null && q[1] !== null; })
+        .sort(function (a, b) { return a[0] - b[0]; });
+      return [pairs.map(function (q) { return q[0]; }), pairs.map(function (q) { return q[1]; })];
+    });
+    return tables.length === 1 ? tables[0] : uPlot.join(tables);
+  }
+
   function paretoPlot(div, cmp, metric) {
-    // vLLM's sweep plot: latency (log) against throughput, one point per run joined in
-    // load order, the Pareto front as a staircase, the limit as a dashed line
+    // vLLM's sweep plot: latency (log) against throughput, one curve per group joined in
+    // load order, the Pareto front over all runs in green, the limit dashed red
     var M = metric.toUpperCase(), pct = "p" + cmp.percentile_label;
     var pts = usable(cmp, metric);
     if (!pts.length) { return null; }
+    var groups = groupsOf(cmp, pts), many = groups.length > 1;
     var limits = (cmp.limits || {})[metric] || [];
     var worst = limits.length ? Math.min.apply(null, limits) : null;
-    var byX = pts.slice().sort(function (a, b) { return a.throughput - b.throughput; });
-    var xs = byX.map(function (p) { return p.throughput; });
-    var within = byX.map(function (p) {
-      return worst === null || p.latency[metric] <= worst ? p.latency[metric] : null;
+    function xy(p) { return [p.throughput, p.latency[metric]]; }
+    var series = [{ label: cmp.throughput_label }], hooks = [hlines(limits, "limit " + pct)];
+    groups.forEach(function (ps, i) {
+      var c = GROUP_COLORS[i % GROUP_COLORS.length];
+      series.push(pointsOnly(groupLabel(ps, many, "runs"), c));
+      hooks.push(polyline(ps.map(xy), c, [4, 3]));
     });
-    var over = byX.map(function (p) {
-      return worst !== null && p.latency[metric] > worst ? p.latency[metric] : null;
-    });
-    var load = pts.map(function (p) { return [p.throughput, p.latency[metric]]; });
-    var front = byX.filter(function (p) { return p.front[metric]; })
-      .map(function (p) { return [p.throughput, p.latency[metric]]; });
+    var front = pts.filter(function (p) { return p.front[metric]; }).map(xy)
+      .sort(function (a, b) { return a[0] - b[0]; });
+    var over = pts.filter(function (p) { return worst !== null && p.latency[metric] > worst; });
+    hooks.push(polyline(front, COLORS[2], null, 2.5), rings(front, COLORS[2], 8),
+               rings(over.map(xy), LIMIT, 5),
+               labels(pts.map(xy), pts.map(rateName), "#444"));
     var ey = extent([pts.map(function (p) { return p.latency[metric]; })], limits);
-    var ex = extent([xs]);
-    var series = [{ label: cmp.throughput_label },
-                  pointsOnly(worst === null ? "runs" : "runs within the limit", COLORS[0])];
-    var data = [xs, within];
-    if (worst !== null) { series.push(pointsOnly("runs over the limit", LIMIT, true)); data.push(over); }
+    var ex = extent([pts.map(function (p) { return p.throughput; })]);
     return make(div, {
       title: M + " " + pct + " against throughput",
       scales: { x: { time: false, range: [0, ex[1] * 1.08] },
                 y: { distr: 3, log: 10, range: logRange(ey[0], ey[1]) } },
       axes: [axis(cmp.throughput_label, false), yAxis(M + " " + pct + " (ms, log)", true)],
       series: series,
-      hooks: { draw: [hlines(limits, "limit " + pct), polyline(load, "#9aa4ae", [4, 3]),
-                      polyline(front, COLORS[2], null, 2.5), rings(front, COLORS[2]),
-                      labels(pts.map(function (p) { return [p.throughput, p.latency[metric]]; }),
-                             pts.map(rateName), "#444")] }
-    }, data);
+      hooks: { draw: hooks }
+    }, curves(groups, function (p) { return p.throughput; },
+              function (p) { return p.latency[metric]; }));
   }
 
   function latencyRatePlot(div, cmp, metric) {
-    // GuideLLM's sweep plot: latency percentiles (log) against the achieved request rate
+    // GuideLLM's sweep plot: latency (log) against the achieved request rate; p50, p90
+    // and p99 for one group, the comparison's percentile per group for several
     var M = metric.toUpperCase();
     var pts = cmp.points.filter(function (p) {
-      return p.requests_per_second !== null && p.percentiles && p.percentiles[metric];
-    }).sort(function (a, b) { return a.requests_per_second - b.requests_per_second; });
+      return p.requests_per_second !== null && p.percentiles && p.percentiles[metric] &&
+             Object.keys(p.percentiles[metric]).length;
+    });
     if (!pts.length) { return null; }
-    var keys = [];
-    pts.forEach(function (p) {
-      Object.keys(p.percentiles[metric]).forEach(function (k) {
-        if (keys.indexOf(k) < 0) { keys.push(k); }
+    var groups = groupsOf(cmp, pts), many = groups.length > 1;
+    var lines = [];  // [label, group runs, percentile key]
+    if (many) {
+      groups.forEach(function (ps) { lines.push([ps[0].group, ps, cmp.percentile_label]); });
+    } else {
+      var keys = [];
+      pts.forEach(function (p) {
+        Object.keys(p.percentiles[metric]).forEach(function (k) {
+          if (keys.indexOf(k) < 0) { keys.push(k); }
+        });
       });
-    });
-    keys.sort(function (a, b) { return parseFloat(a) - parseFloat(b); });
-    var xs = pts.map(function (p) { return p.requests_per_second; });
-    var series = [{ label: "requests/s" }], data = [xs], all = [];
-    keys.forEach(function (k, i) {
-      var ys = pts.map(function (p) {
-        var v = p.percentiles[metric][k];
-        return v === undefined || v === null || !(v > 0) ? null : v;
-      });
-      all.push(ys);
-      series.push({ label: "p" + k, stroke: COLORS[i % COLORS.length], width: 2,
+      keys.sort(function (a, b) { return parseFloat(a) - parseFloat(b); });
+      keys.forEach(function (k) { lines.push(["p" + k, pts, k]); });
+    }
+    function val(p, k) {
+      var v = p.percentiles[metric][k];
+      return v === undefined || v === null || !(v > 0) ? null : v;
+    }
+    var series = [{ label: "requests/s" }], all = [];
+    lines.forEach(function (l, i) {
+      series.push({ label: l[0], stroke: GROUP_COLORS[i % GROUP_COLORS.length], width: 2,
                     spanGaps: true, points: { show: true, size: 6 } });
-      data.push(ys);
+      all.push(l[1].map(function (p) { return val(p, l[2]); }));
     });
+    var xs = pts.map(function (p) { return p.requests_per_second; })
+      .sort(function (a, b) { return a - b; })
+      .filter(function (x, i, arr) { return i === 0 || x !== arr[i - 1]; });
+    var data = [xs].concat(lines.map(function (l) {
+      var ys = xs.map(function () { return null; });
+      l[1].forEach(function (p) { ys[xs.indexOf(p.requests_per_second)] = val(p, l[2]); });
+      return ys;
+    }));
     var limits = (cmp.limits || {})[metric] || [];
     var ey = extent(all, limits), ex = extent([xs]);
+    var pct = many ? " p" + cmp.percentile_label : "";
     return make(div, {
-      title: M + " against request rate",
+      title: M + pct + " against request rate",
       scales: { x: { time: false, range: [0, ex[1] * 1.08] },
                 y: { distr: 3, log: 10, range: logRange(ey[0], ey[1]) } },
-      axes: [axis("requests/s (achieved)", false), yAxis(M + " (ms, log)", true)],
+      axes: [axis("requests/s (achieved)", false), yAxis(M + pct + " (ms, log)", true)],
       series: series,
       hooks: { draw: [hlines(limits, "limit at p" + cmp.percentile_label)] }
     }, data);
   }
 
   function ratePlot(div, cmp) {
-    // achieved against offered load: where the server saturates
+    // achieved against offered load, one line per group: where the server saturates
     var pts = cmp.points.filter(function (p) {
       return p.target_qps !== null && p.requests_per_second !== null;
-    }).sort(function (a, b) { return a.target_qps - b.target_qps; });
+    });
     if (pts.length < 2) { return null; }
-    var xs = pts.map(function (p) { return p.target_qps; });
-    var top = Math.max(xs[xs.length - 1], Math.max.apply(null, pts.map(function (p) {
-      return p.requests_per_second; })));
+    var groups = groupsOf(cmp, pts), many = groups.length > 1;
+    var top = Math.max(Math.max.apply(null, pts.map(function (p) { return p.target_qps; })),
+                       Math.max.apply(null, pts.map(function (p) { return p.requests_per_second; })));
+    var series = [{ label: "offered" }];
+    groups.forEach(function (ps, i) {
+      series.push({ label: groupLabel(ps, many, "achieved requests/s"),
+                    stroke: GROUP_COLORS[i % GROUP_COLORS.length], width: 2, spanGaps: true,
+                    points: { show: true, size: 7 } });
+    });
     return make(div, {
       title: "Achieved against offered request rate",
       scales: { x: { time: false, range: [0, top * 1.08] }, y: { range: [0, top * 1.08] } },
-      axes: [axis("offered requests/s (target)", false), yAxis("achieved requests/s", false),
-             yAxis(cmp.throughput_label, false, { side: 1, scale: "t", grid: { show: false } })],
-      series: [{ label: "offered" },
-               { label: "achieved requests/s", stroke: COLORS[0], width: 2,
-                 points: { show: true, size: 7 } },
-               { label: cmp.throughput_label, stroke: COLORS[2], width: 2, scale: "t",
-                 points: { show: true, size: 7 } }],
+      axes: [axis("offered requests/s (target)", false), yAxis("achieved requests/s", false)],
+      series: series,
       hooks: { draw: [polyline([[0, 0], [top * 1.08, top * 1.08]], "#9aa4ae", [4, 3]),
                       function (u) {
                         var x = u.valToPos(top, "x", true), y = u.valToPos(top, "y", true);
@@ -489,8 +532,8 @@
                              "#6e7781", "right");
                         u.ctx.restore();
                       }] }
-    }, [xs, pts.map(function (p) { return p.requests_per_second; }),
-        pts.map(function (p) { return p.throughput; })]);
+    }, curves(groups, function (p) { return p.target_qps; },
+              function (p) { return p.requests_per_second; }));
   }
 
   function draw() {
