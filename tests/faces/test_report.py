@@ -16,6 +16,9 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tests.faces.conftest import XSS
+from tokenmark.adapters.inprocess import LatencyModel
+from tokenmark.api import SutSpec, default_dataset, run_benchmark
+from tokenmark.config.layering import build_settings
 from tokenmark.output.records import read_records
 from tokenmark.report import (
     comparison_data,
@@ -28,6 +31,7 @@ from tokenmark.report import (
     script_json,
 )
 from tokenmark.report.bins import LogHistogram, TimeBins, cdf_from_sorted, display_width_ns
+from tokenmark.settings import Scenario
 
 
 def test_series_and_distributions_equal_the_records(run_dir: Path) -> None:
@@ -232,3 +236,18 @@ def test_errors_plot_only_when_there_are_errors(run_dir: Path, tmp_path: Path) -
     assert [sum(v) for _, v in sorted(errors.items())] == [1.0, 1.0]
     html = render_report(failed)
     assert 'data-series="errors"' in html and 'id="no-errors"' not in html
+
+
+def test_offline_run_draws_no_send_lag_over_time(tmp_path: Path) -> None:
+    """An Offline run schedules every query at once: one bin of send lag, so no plot
+    (and the note says why), and its time bins are still round."""
+    layered = build_settings("v6.0", "llama3.1-8b", Scenario.OFFLINE, profile="demo")
+    sut = SutSpec(model=LatencyModel(ttft_ns=40_000_000, tpot_ns=8_000_000, max_batch=48,
+                                     batch_slope=0.02))
+    run_benchmark(layered, default_dataset(layered), sut, tmp_path / "off", virtual_time=True)
+    data = run_report_data(tmp_path / "off")
+    assert data["series"]["send_lag_bins"] == 1
+    assert str(round(data["series"]["bin_s"] * 1e9)).strip("0") in {"1", "2", "5"}
+    html = render_report(tmp_path / "off")
+    assert 'data-series="send_lag"' not in html and 'id="no-send-lag"' in html
+    assert 'data-series="throughput"' in html and 'id="no-errors"' in html

@@ -240,6 +240,7 @@ def _series(acc: _Accumulators) -> dict[str, Any]:
         "in_flight": np.cumsum(issued - finished).tolist(),
         "send_lag_max_ms": clean(np.where(lag_n > 0, tb.peak_series("lag_max") / 1e6, np.nan)),
         "send_lag_mean_ms": clean(lag_mean / 1e6),
+        "send_lag_bins": int(np.count_nonzero(lag_n)),  # bins with a request scheduled
         "errors": errors,  # only classes that occurred: none, no errors plot
         "endpoint_tokens_per_s": per_ep,
     }

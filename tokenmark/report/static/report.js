@@ -348,7 +348,10 @@
   }
 
   function timePlot(div, s, kind) {
-    var t = s.t, series = [{ label: "s" }], data = [t], scales = { x: { time: false } };
+    // rates, counts and lags start at zero (an axis from 25k makes a 5% dip a cliff)
+    function fromZero(u, min, max) { return [0, max > 0 ? max * 1.08 : 1]; }
+    var t = s.t, series = [{ label: "s" }], data = [t];
+    var scales = { x: { time: false }, y: { range: fromZero }, r: { range: fromZero } };
     var axes = [axis("seconds from the start (bins of " + fmtNum(s.bin_s) + " s)", false)];
     function add(label, ys, color, scale) {
       series.push({ label: label, stroke: color, width: 1.5, scale: scale || "y",
