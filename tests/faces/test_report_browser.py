@@ -28,6 +28,9 @@ import pytest
 
 from tests.faces.conftest import make_run
 from tests.faces.test_browser import Page, browser  # noqa: F401 - the fixture
+from tokenmark.adapters.inprocess import LatencyModel
+from tokenmark.api import SutSpec, default_dataset, run_benchmark
+from tokenmark.config.layering import build_settings
 from tokenmark.report import (
     comparison_data,
     find_runs,
@@ -35,6 +38,7 @@ from tokenmark.report import (
     write_comparison,
     write_report,
 )
+from tokenmark.settings import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = Path(os.environ.get("TOKENMARK_ARTIFACTS") or ROOT / "tests" / "artifacts") / "report"
@@ -200,3 +204,23 @@ def test_comparison_of_two_systems(page: Page, runs_root: Path, tmp_path: Path) 
     _shot(page, "comparison-two-systems")
     ttft = next(x for x in plots if x["kind"] == "pareto" and x["metric"] == "ttft")
     assert ttft["legend"] == cmp["groups"]
+
+
+def _offline_run(out: Path) -> Path:
+    layered = build_settings("v6.0", "llama3.1-8b", Scenario.OFFLINE, profile="demo")
+    sut = SutSpec(model=LatencyModel(ttft_ns=40_000_000, tpot_ns=8_000_000, max_batch=48,
+                                     batch_slope=0.02))
+    run_benchmark(layered, default_dataset(layered), sut, out, virtual_time=True)
+    return out
+
+
+def test_offline_report_reads_well(page: Page, tmp_path: Path) -> None:
+    """An Offline run: every query at once, so no send lag over time (said in words)."""
+    with ThreadPoolExecutor(1) as pool:  # Playwright's loop runs on this thread
+        run = pool.submit(_offline_run, tmp_path / "offline").result()
+    page.go(write_report(run).as_uri(), plots=True)
+    plots = _check_plots(page, "report-offline")
+    assert [x["title"] for x in plots if x["kind"] == "time"] == [
+        "Throughput and requests in flight"]
+    assert page.page.locator("#no-send-lag").count() == 1
+    _shot(page, "report-offline")

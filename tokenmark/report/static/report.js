@@ -318,6 +318,16 @@
     }).filter(function (p) { return p[0] !== null; });
     var hooks = { draw: [dots(pairs, COLORS[3])] };
     if (d.limit !== null) { hooks.draw.push(vline(d.limit, "limit " + fmtNum(d.limit) + " ms")); }
+    // an empirical CDF is a staircase: one point per distinct value (its highest
+    // fraction), from 0 at the first, drawn as steps; repeated values would otherwise
+    // leave their rise undrawn (uPlot folds points of one pixel column)
+    var xs = [], ys = [];
+    d.cdf.x.forEach(function (x, i) {
+      if (xs.length && xs[xs.length - 1] === x) { ys[ys.length - 1] = d.cdf.y[i]; }
+      else { xs.push(x); ys.push(d.cdf.y[i]); }
+    });
+    xs.unshift(xs[0]);
+    ys.unshift(0);
     var sx = xScale(d.cdf.x, d.limit);
     return make(div, {
       title: d.title + " - CDF",
@@ -325,9 +335,9 @@
       axes: [axis("ms", sx.distr === 3), yAxis("fraction at or below", false)],
       series: [{ label: "ms" },
                { label: "CDF", stroke: COLORS[0], width: 2, spanGaps: true,
-                 points: { show: false } }],
+                 paths: uPlot.paths.stepped({ align: 1 }), points: { show: false } }],
       hooks: hooks
-    }, [d.cdf.x, d.cdf.y]);
+    }, [xs, ys]);
   }
 
   function histPlot(div, d) {
@@ -339,7 +349,8 @@
     return make(div, {
       title: d.title + " - histogram",
       scales: { x: sx },
-      axes: [axis("ms", sx.distr === 3), yAxis("requests", false)],
+      axes: [axis("ms", sx.distr === 3),
+             yAxis(d.name === "itl" ? "output tokens" : "requests", false)],
       series: [{ label: "ms" },
                { label: "count", stroke: COLORS[0], fill: "rgba(31,119,180,0.25)",
                  paths: uPlot.paths.stepped({ align: 1 }) }],
