@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -15,10 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from tests.faces.conftest import XSS
-from tokenmark.adapters.inprocess import LatencyModel
-from tokenmark.api import SutSpec, default_dataset, run_benchmark
-from tokenmark.config.layering import build_settings
+from tests.faces.conftest import XSS, copy_with_failures, make_offline_run
 from tokenmark.output.records import read_records
 from tokenmark.report import (
     comparison_data,
@@ -31,7 +27,6 @@ from tokenmark.report import (
     script_json,
 )
 from tokenmark.report.bins import LogHistogram, TimeBins, cdf_from_sorted, display_width_ns
-from tokenmark.settings import Scenario
 
 
 def test_series_and_distributions_equal_the_records(run_dir: Path) -> None:
@@ -222,14 +217,7 @@ def test_errors_plot_only_when_there_are_errors(run_dir: Path, tmp_path: Path) -
     assert 'data-series="errors"' not in html and 'id="no-errors"' in html
     assert "No errors: every one of the 768 requests was answered" in html
     # the same run with two requests failed (a timeout, a refused connection)
-    failed = tmp_path / "failed"
-    shutil.copytree(run_dir, failed)
-    lines = (failed / "records.jsonl").read_text().splitlines()
-    for i, cls in ((10, "timeout"), (500, "connect")):
-        rec = json.loads(lines[i])
-        rec.update(error=cls, done_ns=-1, first_token_ns=-1, chunk_gaps_ns=[])
-        lines[i] = json.dumps(rec)
-    (failed / "records.jsonl").write_text("\n".join(lines) + "\n")
+    failed = copy_with_failures(run_dir, tmp_path / "failed", {10: "timeout", 500: "connect"})
     data = run_report_data(failed)
     errors = data["series"]["errors"]
     assert sorted(errors) == ["connect", "timeout"]
@@ -241,10 +229,7 @@ def test_errors_plot_only_when_there_are_errors(run_dir: Path, tmp_path: Path) -
 def test_offline_run_draws_no_send_lag_over_time(tmp_path: Path) -> None:
     """An Offline run schedules every query at once: one bin of send lag, so no plot
     (and the note says why), and its time bins are still round."""
-    layered = build_settings("v6.0", "llama3.1-8b", Scenario.OFFLINE, profile="demo")
-    sut = SutSpec(model=LatencyModel(ttft_ns=40_000_000, tpot_ns=8_000_000, max_batch=48,
-                                     batch_slope=0.02))
-    run_benchmark(layered, default_dataset(layered), sut, tmp_path / "off", virtual_time=True)
+    make_offline_run(tmp_path / "off")
     data = run_report_data(tmp_path / "off")
     assert data["series"]["send_lag_bins"] == 1
     assert str(round(data["series"]["bin_s"] * 1e9)).strip("0") in {"1", "2", "5"}

@@ -18,7 +18,6 @@ import json
 import math
 import os
 import re
-import shutil
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,11 +25,8 @@ from typing import Any
 
 import pytest
 
-from tests.faces.conftest import make_run
+from tests.faces.conftest import copy_with_failures, make_offline_run, make_run
 from tests.faces.test_browser import Page, browser  # noqa: F401 - the fixture
-from tokenmark.adapters.inprocess import LatencyModel
-from tokenmark.api import SutSpec, default_dataset, run_benchmark
-from tokenmark.config.layering import build_settings
 from tokenmark.report import (
     comparison_data,
     find_runs,
@@ -38,7 +34,6 @@ from tokenmark.report import (
     write_comparison,
     write_report,
 )
-from tokenmark.settings import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = Path(os.environ.get("TOKENMARK_ARTIFACTS") or ROOT / "tests" / "artifacts") / "report"
@@ -147,14 +142,8 @@ def test_run_report_reads_well(page: Page, run_dir: Path) -> None:
 
 
 def test_report_with_errors_draws_them(page: Page, run_dir: Path, tmp_path: Path) -> None:
-    failed = tmp_path / "failed"
-    shutil.copytree(run_dir, failed)
-    lines = (failed / "records.jsonl").read_text().splitlines()
-    for i in (10, 11, 500):
-        rec = json.loads(lines[i])
-        rec.update(error="timeout", done_ns=-1, first_token_ns=-1, chunk_gaps_ns=[])
-        lines[i] = json.dumps(rec)
-    (failed / "records.jsonl").write_text("\n".join(lines) + "\n")
+    failed = copy_with_failures(run_dir, tmp_path / "failed",
+                                {10: "timeout", 11: "timeout", 500: "timeout"})
     page.go(write_report(failed).as_uri(), plots=True)
     plots = _check_plots(page, "report-errors")
     errors = next(x for x in plots if x["title"] == "Errors by class")
@@ -206,18 +195,10 @@ def test_comparison_of_two_systems(page: Page, runs_root: Path, tmp_path: Path) 
     assert ttft["legend"] == cmp["groups"]
 
 
-def _offline_run(out: Path) -> Path:
-    layered = build_settings("v6.0", "llama3.1-8b", Scenario.OFFLINE, profile="demo")
-    sut = SutSpec(model=LatencyModel(ttft_ns=40_000_000, tpot_ns=8_000_000, max_batch=48,
-                                     batch_slope=0.02))
-    run_benchmark(layered, default_dataset(layered), sut, out, virtual_time=True)
-    return out
-
-
 def test_offline_report_reads_well(page: Page, tmp_path: Path) -> None:
     """An Offline run: every query at once, so no send lag over time (said in words)."""
     with ThreadPoolExecutor(1) as pool:  # Playwright's loop runs on this thread
-        run = pool.submit(_offline_run, tmp_path / "offline").result()
+        run = pool.submit(make_offline_run, tmp_path / "offline").result()
     page.go(write_report(run).as_uri(), plots=True)
     plots = _check_plots(page, "report-offline")
     assert [x["title"] for x in plots if x["kind"] == "time"] == [
