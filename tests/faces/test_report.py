@@ -236,3 +236,18 @@ def test_offline_run_draws_no_send_lag_over_time(tmp_path: Path) -> None:
     html = render_report(tmp_path / "off")
     assert 'data-series="send_lag"' not in html and 'id="no-send-lag"' in html
     assert 'data-series="throughput"' in html and 'id="no-errors"' in html
+
+
+def test_concurrency_sweep_reads_in_load_order(run_dir: Path) -> None:
+    """Closed-loop runs (no target rate) sort by concurrency, and carry it for the labels."""
+    base = load_results(run_dir)
+    runs = []
+    for c, tput in ((16, 2900.0), (1, 300.0), (4, 1100.0)):
+        doc = json.loads(json.dumps(base))
+        doc["settings"]["effective"].update(target_qps=30.0, concurrency=c)
+        doc["summary"]["throughput"]["output_tokens_per_second"] = tput
+        runs.append((f"c{c}", None, doc))
+    cmp = comparison_data(runs)
+    assert [p["name"] for p in cmp["points"]] == ["c1", "c4", "c16"]
+    assert [p["concurrency"] for p in cmp["points"]] == [1.0, 4.0, 16.0]
+    assert all(p["target_qps"] is None for p in cmp["points"]) and cmp["rates"] is False

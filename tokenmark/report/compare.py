@@ -98,6 +98,7 @@ class RunPoint:
     benchmark: str
     scenario: str
     target_qps: float | None
+    concurrency: float | None
     throughput: float | None
     requests_per_second: float | None
     latency: dict[str, float | None]
@@ -135,11 +136,15 @@ def _point(name: str, href: str | None, doc: Mapping[str, Any], pct: str) -> Run
               for m in METRICS}
     verdicts = doc.get("verdicts", {})
     sut = str((run.get("sut") or {}).get("name", "?"))
+    concurrency = _number(eff.get("concurrency")) or None  # 0: not closed-loop
     return RunPoint(
         name=name, href=href,
         group=f"{sut} {run.get('benchmark', '?')} {run.get('scenario', '?')}",
         benchmark=str(run.get("benchmark", "?")),
-        scenario=str(run.get("scenario", "?")), target_qps=_number(eff.get("target_qps")),
+        scenario=str(run.get("scenario", "?")),
+        # a closed-loop run (concurrency > 0) has no offered rate, whatever target_qps says
+        target_qps=None if concurrency else _number(eff.get("target_qps")),
+        concurrency=concurrency,
         throughput=_number(summary.get("throughput", {}).get("output_tokens_per_second")),
         requests_per_second=_number(summary.get("throughput", {}).get("requests_per_second")),
         latency=values, percentiles=pcts, limits=limits,
@@ -150,13 +155,15 @@ def _point(name: str, href: str | None, doc: Mapping[str, Any], pct: str) -> Run
 
 def comparison_data(runs: Sequence[tuple[str, str | None, Mapping[str, Any]]]) -> dict[str, Any]:
     """The comparison of ``runs`` (name, link or ``None``, ``results.json`` document),
-    JSON-ready, sorted by target rate then throughput (a sweep reads in order)."""
+    JSON-ready, sorted by target rate, then concurrency, then throughput (a sweep of
+    rates or of concurrencies reads in load order)."""
     targets = {doc.get("settings", {}).get("effective", {}).get("target_latency_percentile")
                for _, _, doc in runs}
     common = targets.pop() if len(targets) == 1 else None
     pct = _pct_key(common) if isinstance(common, float) else "99"
     points = [_point(name, href, doc, pct) for name, href, doc in runs]
-    points.sort(key=lambda p: (p.target_qps or 0.0, p.throughput or 0.0, p.name))
+    points.sort(key=lambda p: (p.target_qps or 0.0, p.concurrency or 0.0, p.throughput or 0.0,
+                               p.name))
     fronts: dict[str, list[bool]] = {}
     for m in METRICS:
         usable = [i for i, p in enumerate(points)
@@ -185,7 +192,8 @@ def comparison_data(runs: Sequence[tuple[str, str | None, Mapping[str, Any]]]) -
         "points": [{
             "name": p.name, "href": p.href, "group": p.group, "benchmark": p.benchmark,
             "scenario": p.scenario,
-            "target_qps": p.target_qps, "throughput": p.throughput,
+            "target_qps": p.target_qps, "concurrency": p.concurrency,
+            "throughput": p.throughput,
             "requests_per_second": p.requests_per_second, "latency": p.latency,
             "percentiles": p.percentiles,
             "front": {m: fronts[m][i] for m in METRICS},

@@ -403,7 +403,9 @@
   }
 
   function rateName(p) {
-    return p.target_qps === null ? "" : fmtNum(p.target_qps) + " q/s";
+    // the load a point was run at: its target rate, else its concurrency
+    if (p.target_qps !== null) { return fmtNum(p.target_qps) + " q/s"; }
+    return p.concurrency ? fmtNum(p.concurrency) + " streams" : "";
   }
 
   function groupsOf(cmp, pts) {
