@@ -45,6 +45,28 @@ def make_run(out: Path, qps: float, *, ttft_ms: float = 40.0, tpot_ms: float = 8
     return out
 
 
+def make_offline_run(out: Path) -> Path:
+    """An Offline run of the same model on the virtual clock (every query at once)."""
+    layered = build_settings("v6.0", "llama3.1-8b", Scenario.OFFLINE, profile="demo")
+    sut = SutSpec(model=LatencyModel(ttft_ns=40_000_000, tpot_ns=8_000_000, max_batch=48,
+                                     batch_slope=0.02))
+    run_benchmark(layered, default_dataset(layered), sut, out, virtual_time=True)
+    return out
+
+
+def copy_with_failures(run: Path, dest: Path, failures: dict[int, str]) -> Path:
+    """A copy of the run folder ``run`` whose records number ``i`` failed with error class
+    ``failures[i]`` (no answer: no first token, no done time, no chunks)."""
+    shutil.copytree(run, dest)
+    lines = (dest / "records.jsonl").read_text().splitlines()
+    for i, cls in failures.items():
+        rec = json.loads(lines[i])
+        rec.update(error=cls, done_ns=-1, first_token_ns=-1, chunk_gaps_ns=[])
+        lines[i] = json.dumps(rec)
+    (dest / "records.jsonl").write_text("\n".join(lines) + "\n")
+    return dest
+
+
 @pytest.fixture(scope="session")
 def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A sweep: three runs at 10, 30 and 60 queries/s (the last over its TTFT limit)."""

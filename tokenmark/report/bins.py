@@ -1,10 +1,14 @@
 """Bounded-memory accumulators behind the report's plots: time bins, latency histograms,
 and CDF points.
 
-- :class:`TimeBins`: named series over the run's time axis. Bins start 10 ms wide;
-  whenever an event falls past the last of :data:`MAX_TIME_BINS` bins, neighbouring
-  bins are merged in pairs (the width doubles), so any run length costs the same
-  memory and every bin holds the exact sum (or max) of its events.
+- :class:`TimeBins`: named series over the run's time axis. Bins start 10 us wide;
+  whenever an event falls past the last of :data:`MAX_TIME_BINS` bins, bins are merged
+  in groups of ten (the width stays a power of ten), so any run length costs the same
+  memory and every bin holds the exact sum (or max) of its events. For display,
+  :func:`display_width_ns` picks a round width (1, 2 or 5 x 10^k) from the run's length
+  that gives at most :data:`DISPLAY_TIME_BINS` bins (48 to 120), and :meth:`TimeBins.coarsen`
+  merges the bins into it, still exactly (a round width is a multiple of a power of ten
+  no larger than it).
 - :class:`LogHistogram`: counts in :data:`BINS_PER_DECADE` log-spaced bins per decade
   from 1 us to about 3 hours (values below go to the first bin, above to the last), so
   a bin is 1.16% wide. It feeds every histogram, and the CDF of values too many to
@@ -33,12 +37,14 @@ __all__ = [
     "Values",
     "cdf_from_sorted",
     "cdf_ranks",
+    "display_width_ns",
 ]
 
-MAX_TIME_BINS = 1024
-#: Bins drawn: the accumulated bins are merged down to this many for display.
-DISPLAY_TIME_BINS = 240
-FIRST_WIDTH_NS = 10_000_000
+MAX_TIME_BINS = 2400
+#: Most bins drawn: the display width is the smallest round width giving at most this many.
+DISPLAY_TIME_BINS = 120
+FIRST_WIDTH_NS = 10_000
+_MERGE = 10
 BINS_PER_DECADE = 200
 _LO_NS = 1_000.0  # 1 us
 _DECADES = 10
@@ -61,18 +67,22 @@ class TimeBins:
             return t_ns
         top = int(t_ns.max())
         while top // self.width_ns >= self.max_bins:
-            self._merge()
+            self._merge(_MERGE)
         idx: np.ndarray = np.maximum(t_ns, 0) // self.width_ns
         self.used = max(self.used, int(idx.max()) + 1)
         return idx
 
-    def _merge(self) -> None:
-        self.width_ns *= 2
+    def _merge(self, group: int) -> None:
+        """Merge bins in groups of ``group`` (sums added, peaks maxed): exact."""
+        self.width_ns *= group
+        pad = -self.max_bins % group
         for d, op in ((self.sums, np.add), (self.peaks, np.maximum)):
             for k, v in d.items():
-                d[k] = np.concatenate([op(v[0::2], v[1::2]),
-                                       np.zeros(self.max_bins // 2, dtype=v.dtype)])
-        self.used = (self.used + 1) // 2
+                merged = op.reduce(np.concatenate([v, np.zeros(pad, dtype=v.dtype)])
+                                   .reshape(-1, group), axis=1)
+                d[k] = np.concatenate([merged, np.zeros(self.max_bins - merged.size,
+                                                        dtype=v.dtype)])
+        self.used = -(-self.used // group)
 
     def _series(self, d: dict[str, np.ndarray], name: str) -> np.ndarray:
         s = d.get(name)
@@ -93,10 +103,13 @@ class TimeBins:
         if idx.size:
             np.maximum.at(s, idx, np.asarray(values, dtype=np.float64))
 
-    def coarsen(self, max_bins: int) -> None:
-        """Merge bins in pairs until at most ``max_bins`` hold data (for display)."""
-        while self.used > max_bins:
-            self._merge()
+    def coarsen(self, max_bins: int = DISPLAY_TIME_BINS) -> int:
+        """Merge the bins into the round width of :func:`display_width_ns` (at most
+        ``max_bins`` bins hold data); returns the width in ns."""
+        width = display_width_ns(self.used * self.width_ns, max_bins, self.width_ns)
+        if width > self.width_ns:
+            self._merge(width // self.width_ns)
+        return self.width_ns
 
     def sum_series(self, name: str) -> np.ndarray:
         return self._series(self.sums, name)[: self.used].copy()
@@ -106,6 +119,20 @@ class TimeBins:
 
     def starts_s(self) -> np.ndarray:
         return np.arange(self.used, dtype=np.float64) * (self.width_ns / 1e9)
+
+
+def display_width_ns(span_ns: int, max_bins: int = DISPLAY_TIME_BINS,
+                     min_width_ns: int = 1) -> int:
+    """The smallest round bin width (1, 2 or 5 x 10^k ns, and at least ``min_width_ns``)
+    that covers ``span_ns`` in at most ``max_bins`` bins; a width ``min_width_ns`` that
+    is a power of ten divides it."""
+    width = max(1, min_width_ns)
+    for k in range(20):
+        for m in (1, 2, 5):
+            w: int = m * 10**k
+            if w >= width and w * max_bins >= span_ns:
+                return w
+    return width
 
 
 def _bin_of(v: np.ndarray) -> np.ndarray:

@@ -14,10 +14,11 @@ What each plot holds, with the summary's definitions (:mod:`tokenmark.metrics.de
   over the chunk's tokens): a CDF (exact sorted values, downsampled; ITL from the
   histogram), a histogram, the limit of the preset, and the exact percentiles of
   ``results.json``;
-- over time (every record, warm-up and cool-down included, in bins that widen for long
-  runs): output tokens/s at the time each chunk arrived, completed requests/s, requests
-  in flight at each bin's end, send lag (max and mean of the requests scheduled in the
-  bin), errors by class (at the time each failed), tokens/s per endpoint;
+- over time (every record, warm-up and cool-down included, in round bins chosen from
+  the run's length: 48 to 120 bins of 1, 2 or 5 x 10^k seconds): output tokens/s at
+  the time each chunk arrived, completed requests/s, requests in flight at each bin's
+  end, send lag (max and mean of the requests scheduled in the bin), errors by class
+  (at the time each failed; no plot when nothing failed), tokens/s per endpoint;
 - per endpoint: ``summary.per_endpoint`` of ``results.json``.
 
 Without a records file (the web UI holds only ``results.json``), the distributions are
@@ -218,8 +219,7 @@ def _distribution(name: str, doc: Mapping[str, Any], acc: _Accumulators | None) 
 
 def _series(acc: _Accumulators) -> dict[str, Any]:
     tb = acc.time
-    tb.coarsen(DISPLAY_TIME_BINS)
-    w = tb.width_ns / 1e9
+    w = tb.coarsen(DISPLAY_TIME_BINS) / 1e9
     issued, finished = tb.sum_series("issued"), tb.sum_series("finished")
     lag_n = tb.sum_series("lag_n")
     lag_mean = np.where(lag_n > 0, tb.sum_series("lag_sum") / np.maximum(lag_n, 1), np.nan)
@@ -240,7 +240,8 @@ def _series(acc: _Accumulators) -> dict[str, Any]:
         "in_flight": np.cumsum(issued - finished).tolist(),
         "send_lag_max_ms": clean(np.where(lag_n > 0, tb.peak_series("lag_max") / 1e6, np.nan)),
         "send_lag_mean_ms": clean(lag_mean / 1e6),
-        "errors": errors,
+        "send_lag_bins": int(np.count_nonzero(lag_n)),  # bins with a request scheduled
+        "errors": errors,  # only classes that occurred: none, no errors plot
         "endpoint_tokens_per_s": per_ep,
     }
 
