@@ -15,7 +15,6 @@ from fastapi import APIRouter, Query, Request
 
 from tokenmark import results_api
 from tokenmark.report import report_data, run_report_data
-from tokenmark.webui.app import UiConfig
 from tokenmark.webui.models import (
     ComparisonOut,
     GainSeriesOut,
@@ -27,6 +26,7 @@ from tokenmark.webui.models import (
     ScalingOut,
 )
 from tokenmark.webui.pages import run_document
+from tokenmark.webui.render import config_of
 
 __all__ = ["router"]
 
@@ -35,8 +35,7 @@ Opt = Annotated[str | None, Query(max_length=200)]
 
 
 def _db(request: Request) -> str | None:
-    cfg: UiConfig = request.app.state.config
-    return cfg.db
+    return config_of(request).db
 
 
 def _opt(v: str | None) -> str | None:

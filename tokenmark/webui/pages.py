@@ -29,7 +29,7 @@ from tokenmark.resultrows import (
     accelerator_key,
     round_order,
 )
-from tokenmark.webui.app import UiConfig, page
+from tokenmark.webui.render import config_of, page
 
 __all__ = ["MAX_ROWS", "router", "run_document"]
 
@@ -47,11 +47,6 @@ def _any(v: str | None) -> str | None:
     """``any`` (or empty) lifts a filter that has a default."""
     v = _opt(v)
     return None if v is None or v.lower() == "any" else v
-
-
-def _cfg(request: Request) -> UiConfig:
-    cfg: UiConfig = request.app.state.config
-    return cfg
 
 
 @dataclass(frozen=True)
@@ -91,7 +86,7 @@ class Choices:
 
 @router.get("/", response_class=HTMLResponse)
 def home(request: Request) -> HTMLResponse:
-    db = _cfg(request).db
+    db = config_of(request).db
     status = results_api.db_status(db)
     rows = results_api.list_results(db=db)
     runs = results_api.list_runs(db=db)[:10]
@@ -101,7 +96,7 @@ def home(request: Request) -> HTMLResponse:
 
 @router.get("/runs", response_class=HTMLResponse)
 def runs(request: Request, benchmark: Opt = None, scenario: Opt = None) -> HTMLResponse:
-    db = _cfg(request).db
+    db = config_of(request).db
     items = results_api.list_runs(db=db, benchmark=_opt(benchmark), scenario=_opt(scenario))
     return page(request, "runs.html.j2", runs=items, benchmark=_opt(benchmark) or "",
                 scenario=_opt(scenario) or "",
@@ -122,7 +117,7 @@ def run_document(rec: RunRecord) -> dict[str, Any]:
 @router.get("/runs/compare", response_class=HTMLResponse)
 def runs_compare(request: Request,
                  run: Annotated[list[str] | None, Query(max_length=64)] = None) -> HTMLResponse:
-    db = _cfg(request).db
+    db = config_of(request).db
     hashes = list(dict.fromkeys(run or []))
     if len(hashes) < 2:
         raise BadInputError("choose two or more runs to compare (tick them in the runs list)")
@@ -135,11 +130,11 @@ def runs_compare(request: Request,
 
 @router.get("/runs/{run_hash}", response_class=HTMLResponse)
 def run_page(request: Request, run_hash: str) -> HTMLResponse:
-    rec = results_api.get_run(run_hash, db=_cfg(request).db)
+    rec = results_api.get_run(run_hash, db=config_of(request).db)
     doc = run_document(rec)
     folder = request.app.state.runs.find(rec.run_hash)
     data = run_report_data(folder) if folder is not None else report_data(doc)
-    signed = results_api.signers([rec.run_hash], db=_cfg(request).db).get(rec.run_hash, [])
+    signed = results_api.signers([rec.run_hash], db=config_of(request).db).get(rec.run_hash, [])
     return page(request, "run.html.j2", rec=rec, doc=doc, data=data, signed=signed,
                 data_json=script_json(data),
                 records_hint="start tokenmark ui with --runs naming the folder that holds "
@@ -149,7 +144,7 @@ def run_page(request: Request, run_hash: str) -> HTMLResponse:
 @router.get("/results", response_class=HTMLResponse)
 def results(request: Request, benchmark: Opt = None, scenario: Opt = None, round: Opt = None,
             division: Opt = None, submitter: Opt = None, label: Opt = None) -> HTMLResponse:
-    db = _cfg(request).db
+    db = config_of(request).db
     choices = Choices.of(results_api.list_results(db=db))
     rows = results_api.list_results(
         db=db, benchmark=_opt(benchmark), scenario=_opt(scenario), round=_opt(round),
@@ -171,7 +166,7 @@ def leaderboard(request: Request, benchmark: Opt = None, scenario: Opt = None,
                 round: Opt = None, division: Opt = "closed", availability: Opt = "available",
                 accelerator: Opt = None, tier: Opt = "both",
                 view: Opt = "result") -> HTMLResponse:
-    db = _cfg(request).db
+    db = config_of(request).db
     choices = Choices.of(results_api.list_results(db=db))
     bench = _opt(benchmark) or (choices.benchmarks[0] if choices.benchmarks else None)
     scen = _opt(scenario) or (choices.scenarios.get(bench or "", [None])[0] if bench else None)
@@ -202,7 +197,7 @@ def leaderboard(request: Request, benchmark: Opt = None, scenario: Opt = None,
 def _tables_page(request: Request, template: str, f: dict[str, str],
                  build: Any) -> HTMLResponse:
     """A form, and the analysis' tables (``build()`` -> tables) or its error message."""
-    choices = Choices.of(results_api.list_results(db=_cfg(request).db))
+    choices = Choices.of(results_api.list_results(db=config_of(request).db))
     ready = all(f.get(k) for k in f.get("_required", "").split(",") if k)
     tables: list[results_tables.Table] = []
     error = None
@@ -228,7 +223,7 @@ def reproducibility(request: Request, benchmark: Opt = None, scenario: Opt = Non
          "round": _opt(round) or "", "division": _opt(division) or "any", "_required": ""}
     return _tables_page(request, "reproducibility.html.j2", f, lambda: (
         results_tables.reproducibility_tables(results_api.reproducibility(
-            db=_cfg(request).db, benchmark=_opt(benchmark), scenario=_opt(scenario),
+            db=config_of(request).db, benchmark=_opt(benchmark), scenario=_opt(scenario),
             accelerator=_opt(accelerator), accelerators=int(n) if n else None,
             division=_any(division), round=_opt(round)))))
 
@@ -240,7 +235,7 @@ def compare(request: Request, a: Opt = None, b: Opt = None, benchmark: Opt = Non
          "scenario": _opt(scenario) or "", "normalise": "1" if _opt(normalise) else "",
          "_required": "a,b"}
     return _tables_page(request, "compare.html.j2", f, lambda: [results_tables.comparison_table(
-        results_api.compare(f["a"], f["b"], db=_cfg(request).db, benchmark=_opt(benchmark),
+        results_api.compare(f["a"], f["b"], db=config_of(request).db, benchmark=_opt(benchmark),
                             scenario=_opt(scenario), normalise=bool(f["normalise"])))])
 
 
@@ -257,7 +252,7 @@ def scaling(request: Request, benchmark: Opt = None, scenario: Opt = None,
          "_required": "benchmark,scenario,accelerator"}
     return _tables_page(request, "scaling.html.j2", f, lambda: [results_tables.scaling_table(
         results_api.scaling(f["benchmark"], f["scenario"], accelerator=f["accelerator"],
-                            db=_cfg(request).db, submitter=_opt(submitter),
+                            db=config_of(request).db, submitter=_opt(submitter),
                             round=_opt(round), division=_any(division),
                             base=int(b) if b else None))])
 
@@ -274,7 +269,7 @@ def software_gains(request: Request, benchmark: Opt = None, scenario: Opt = None
          "submitter": _opt(submitter) or "", "division": _opt(division) or "any",
          "_required": "benchmark,scenario"}
     return _tables_page(request, "gains.html.j2", f, lambda: results_tables.gains_tables(
-        results_api.software_gains(f["benchmark"], f["scenario"], db=_cfg(request).db,
+        results_api.software_gains(f["benchmark"], f["scenario"], db=config_of(request).db,
                                    accelerator=_opt(accelerator),
                                    accelerators=int(n) if n else None,
                                    submitter=_opt(submitter), division=_any(division))))
@@ -282,4 +277,4 @@ def software_gains(request: Request, benchmark: Opt = None, scenario: Opt = None
 
 @router.get("/upload", response_class=HTMLResponse)
 def upload_page(request: Request) -> HTMLResponse:
-    return page(request, "upload.html.j2", max_mb=_cfg(request).max_upload_bytes / 2**20)
+    return page(request, "upload.html.j2", max_mb=config_of(request).max_upload_bytes / 2**20)
