@@ -37,7 +37,7 @@ from tokenmark.report.html import STATIC_DIR as REPORT_STATIC
 from tokenmark.resultrows import scale_label
 from tokenmark.webui import jsonapi, pages, upload
 from tokenmark.webui.config import DEFAULT_MAX_UPLOAD, LOOPBACK_HOSTS, MIN_TOKEN_LENGTH, UiConfig
-from tokenmark.webui.render import page
+from tokenmark.webui.render import page, readable_time, reasons
 from tokenmark.webui.runfiles import RunFolders
 
 __all__ = ["DEFAULT_MAX_UPLOAD", "LOOPBACK_HOSTS", "MIN_TOKEN_LENGTH", "UiConfig",
@@ -52,6 +52,7 @@ STATIC_FILES = {
     "uPlot.iife.min.js": (REPORT_STATIC, "text/javascript"),
     "report.js": (REPORT_STATIC, "text/javascript"),
     "ui.js": (STATIC_DIR, "text/javascript"),
+    "ui.css": (STATIC_DIR, "text/css"),
 }
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
@@ -72,6 +73,8 @@ def create_app(config: UiConfig | None = None) -> FastAPI:
     app.state.config = cfg
     app.state.env = environment({"ui": TEMPLATE_DIR})
     app.state.env.filters["scale_label"] = scale_label
+    app.state.env.filters["when"] = readable_time
+    app.state.env.globals["reasons"] = reasons
     app.state.runs = RunFolders(cfg.runs)
 
     @app.middleware("http")

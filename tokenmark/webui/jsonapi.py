@@ -24,6 +24,7 @@ from tokenmark.webui.models import (
     RunOut,
     RunSummaryOut,
     ScalingOut,
+    SeriesOut,
 )
 from tokenmark.webui.pages import run_document
 from tokenmark.webui.render import config_of
@@ -87,6 +88,18 @@ def run_plots(request: Request, run_hash: str) -> dict[str, Any]:
     rec = results_api.get_run(run_hash, db=_db(request))
     folder = request.app.state.runs.find(rec.run_hash)
     return run_report_data(folder) if folder is not None else report_data(run_document(rec))
+
+
+@router.get("/series")
+def series_list(request: Request) -> list[SeriesOut]:
+    """The user's sweeps, find-peak searches and scaling runs, newest first."""
+    return [SeriesOut.of(s) for s in results_api.list_series(db=_db(request))]
+
+
+@router.get("/series/{series_hash}")
+def series(request: Request, series_hash: str) -> SeriesOut:
+    """One series whole (hash or a prefix of at least 8 hex digits)."""
+    return SeriesOut.of(results_api.get_series(series_hash, db=_db(request)))
 
 
 @router.get("/leaderboard")

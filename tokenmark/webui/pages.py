@@ -22,19 +22,23 @@ from tokenmark.errors import BadInputError
 from tokenmark.output.results import SCHEMA, ResultsDocument
 from tokenmark.report import comparison_data, report_data, run_report_data, script_json
 from tokenmark.resultrows import (
+    SOURCE_RUN,
     Label,
     ResultRow,
     RunRecord,
+    SeriesRecord,
     Tier,
     accelerator_key,
     round_order,
 )
-from tokenmark.webui.render import config_of, page
+from tokenmark.webui.render import config_of, page, readable_time
 
-__all__ = ["MAX_ROWS", "router", "run_document"]
+__all__ = ["MAX_OWN", "MAX_ROWS", "published", "router", "run_document"]
 
 router = APIRouter(include_in_schema=False)
 MAX_ROWS = 500
+#: The user's runs listed beside a leaderboard (newest first).
+MAX_OWN = 20
 Opt = Annotated[str | None, Query(max_length=200)]
 
 
@@ -84,14 +88,26 @@ class Choices:
         return sorted({s for v in self.scenarios.values() for s in v})
 
 
+def published(db: str | None, *, benchmark: str | None = None, scenario: str | None = None,
+              round: str | None = None, division: str | None = None,
+              submitter: str | None = None, label: str | None = None) -> list[ResultRow]:
+    """Published results (official, or a submission imported as unverified): the
+    database's rows without the user's own runs, which the UI shows apart (``/runs``,
+    and beside a leaderboard, never ranked in it)."""
+    rows = results_api.list_results(db=db, benchmark=benchmark, scenario=scenario, round=round,
+                                    division=division, submitter=submitter, label=label)
+    return [r for r in rows if r.source != SOURCE_RUN]
+
+
 @router.get("/", response_class=HTMLResponse)
 def home(request: Request) -> HTMLResponse:
     db = config_of(request).db
     status = results_api.db_status(db)
-    rows = results_api.list_results(db=db)
+    rows = published(db)
     runs = results_api.list_runs(db=db)[:10]
+    series = results_api.list_series(db=db)[:10]
     return page(request, "home.html.j2", status=status, choices=Choices.of(rows),
-                runs=runs, rows=len(rows))
+                runs=runs, rows=len(rows), series=series)
 
 
 @router.get("/runs", response_class=HTMLResponse)
@@ -135,19 +151,72 @@ def run_page(request: Request, run_hash: str) -> HTMLResponse:
     folder = request.app.state.runs.find(rec.run_hash)
     data = run_report_data(folder) if folder is not None else report_data(doc)
     signed = results_api.signers([rec.run_hash], db=config_of(request).db).get(rec.run_hash, [])
-    return page(request, "run.html.j2", rec=rec, doc=doc, data=data, signed=signed,
+    # the report's run header shows the start as people read it (the document is not
+    # changed: the plots above were drawn from it)
+    shown = {**doc, "run": {**doc["run"], "started_utc": readable_time(rec.started_utc)}}
+    return page(request, "run.html.j2", rec=rec, doc=shown, data=data, signed=signed,
                 data_json=script_json(data),
                 records_hint="start tokenmark ui with --runs naming the folder that holds "
                 "this run's results folder")
+
+
+@router.get("/series", response_class=HTMLResponse)
+def series_list(request: Request) -> HTMLResponse:
+    return page(request, "series_list.html.j2",
+                series=results_api.list_series(db=config_of(request).db))
+
+
+def point_name(rec: SeriesRecord, data: Any) -> str:
+    """How a point is named on its series' page: ``rate 12.5/s``, ``8 streams``,
+    ``probe 3 at 12.5/s``, ``4 replicas``."""
+    d = data if isinstance(data, dict) else {}
+    if rec.kind == "scaling":
+        n = d.get("replicas", "?")
+        return f"{n} replica" if n == 1 else f"{n} replicas"
+    if rec.kind == "find-peak":
+        return f"{d.get('kind', 'probe')} {d.get('probe', '?')} at {_num(d.get('rate_qps'))}/s"
+    kind, value = str(d.get("kind", "")), d.get("value")
+    if kind == "rate":
+        return f"rate {_num(value)}/s"
+    if kind in ("concurrency", "synchronous", "throughput"):
+        streams = "1 stream" if value == 1 else f"{_num(value)} streams"
+        return streams if kind == "concurrency" else f"{kind} ({streams})"
+    return f"point {d.get('point', '?')}"
+
+
+def _num(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, int | float) and not isinstance(v, bool) else "?"
+
+
+@router.get("/series/{series_hash}", response_class=HTMLResponse)
+def series_page(request: Request, series_hash: str) -> HTMLResponse:
+    db = config_of(request).db
+    rec = results_api.get_series(series_hash, db=db)
+    stored = {r.run_hash: r for r in results_api.list_runs(db=db)}
+    runs = [stored.get(p.run_hash or "") for p in rec.points]
+    names = [point_name(rec, p.data) for p in rec.points]
+    points = [{"name": n, "data": p.data, "run": r}
+              for n, p, r in zip(names, rec.points, runs, strict=True)]
+    curve: list[tuple[str, str | None, dict[str, Any]]] = [
+        (n, f"/runs/{r.run_hash}", run_document(r))
+        for n, r in zip(names, runs, strict=True) if r is not None and r.row is not None]
+    cmp = comparison_data(curve) if rec.kind != "scaling" and curve else None
+    scaling = [{"replicas": p.data.get("replicas"), "efficiency": p.data.get("efficiency"),
+                "low": p.data.get("efficiency_low"), "high": p.data.get("efficiency_high"),
+                "tokens_per_s": p.data.get("tokens_per_s")}
+               for p in rec.points if rec.kind == "scaling"]
+    data = {"comparison": cmp, "scaling": scaling}
+    return page(request, "series.html.j2", rec=rec, points=points, cmp=cmp,
+                data_json=script_json(data))
 
 
 @router.get("/results", response_class=HTMLResponse)
 def results(request: Request, benchmark: Opt = None, scenario: Opt = None, round: Opt = None,
             division: Opt = None, submitter: Opt = None, label: Opt = None) -> HTMLResponse:
     db = config_of(request).db
-    choices = Choices.of(results_api.list_results(db=db))
-    rows = results_api.list_results(
-        db=db, benchmark=_opt(benchmark), scenario=_opt(scenario), round=_opt(round),
+    choices = Choices.of(published(db))
+    rows = published(
+        db, benchmark=_opt(benchmark), scenario=_opt(scenario), round=_opt(round),
         division=_opt(division), submitter=_opt(submitter), label=_opt(label))
     table = results_tables.rows_table(rows[:MAX_ROWS], f"{len(rows)} results")
     return page(request, "results.html.j2", choices=choices, rows=rows[:MAX_ROWS],
@@ -167,7 +236,7 @@ def leaderboard(request: Request, benchmark: Opt = None, scenario: Opt = None,
                 accelerator: Opt = None, tier: Opt = "both",
                 view: Opt = "result") -> HTMLResponse:
     db = config_of(request).db
-    choices = Choices.of(results_api.list_results(db=db))
+    choices = Choices.of(published(db))
     bench = _opt(benchmark) or (choices.benchmarks[0] if choices.benchmarks else None)
     scen = _opt(scenario) or (choices.scenarios.get(bench or "", [None])[0] if bench else None)
     f = {"benchmark": bench or "", "scenario": scen or "", "round": _opt(round) or "",
@@ -176,9 +245,11 @@ def leaderboard(request: Request, benchmark: Opt = None, scenario: Opt = None,
          "view": "per-accelerator" if view == "per-accelerator" else "result"}
     if bench is None or scen is None:
         return page(request, "leaderboard.html.j2", choices=choices, f=f, board=None,
-                    tiers=[], error="the database holds no results yet")
+                    tiers=[], error="the database holds no published results yet", own=[])
     board = results_api.leaderboard(bench, scen, db=db, division=_any(division),
-                                    availability=_any(availability), round=_opt(round))
+                                    availability=_any(availability), round=_opt(round),
+                                    user_runs=False)
+    own = results_api.list_runs(db=db, benchmark=bench, scenario=scen)[:MAX_OWN]
     needle = accelerator_key(f["accelerator"]) if f["accelerator"] else ""
     tiers = []
     for t, title, entries in ((Tier.SINGLE_NODE, "single node", board.single_node),
@@ -191,13 +262,13 @@ def leaderboard(request: Request, benchmark: Opt = None, scenario: Opt = None,
             shown.sort(key=lambda e: (e.per_accelerator is None, -(e.per_accelerator or 0.0)))
         tiers.append({"id": t.value, "title": title, "entries": shown})
     return page(request, "leaderboard.html.j2", choices=choices, f=f, board=board,
-                tiers=tiers, error=None)
+                tiers=tiers, error=None, own=own)
 
 
 def _tables_page(request: Request, template: str, f: dict[str, str],
                  build: Any) -> HTMLResponse:
     """A form, and the analysis' tables (``build()`` -> tables) or its error message."""
-    choices = Choices.of(results_api.list_results(db=config_of(request).db))
+    choices = Choices.of(published(config_of(request).db))
     ready = all(f.get(k) for k in f.get("_required", "").split(",") if k)
     tables: list[results_tables.Table] = []
     error = None
