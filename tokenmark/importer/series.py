@@ -12,13 +12,11 @@ confirmed run. The runs are read by the scan as every ``results.json`` is.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tokenmark.importer.tree import Rejected, Tree
-from tokenmark.inputs import InputLimitError, json_loads
 from tokenmark.resultrows import SERIES_KINDS, SeriesPoint, SeriesRecord
 
 __all__ = ["INDEX_FILE", "is_series_index", "read_series"]
@@ -40,19 +38,6 @@ def is_series_index(tree: Tree, path: Path) -> bool:
     return any(f'"kind": "{k}"'.encode() in head for k in SERIES_KINDS)
 
 
-def _load(tree: Tree, path: Path) -> Mapping[str, Any]:
-    rel = tree.rel(path)
-    try:
-        doc = json_loads(tree.read_bytes(path).decode("utf-8"))
-    except InputLimitError as exc:
-        raise Rejected(rel, f"is {exc}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise Rejected(rel, f"is not valid JSON ({exc})") from None
-    if not isinstance(doc, dict):
-        raise Rejected(rel, "is not a JSON object")
-    return doc
-
-
 def _run_hash(tree: Tree, folder: Path) -> str | None:
     f = folder / "results.json"
     try:
@@ -70,7 +55,7 @@ def _point_run(tree: Tree, parent: Path, kind: str, row: Mapping[str, Any]) -> s
             return None
         search = parent / first[0]
         try:
-            confirmed = _load(tree, search / INDEX_FILE).get("confirmed_folder")
+            confirmed = tree.read_json_object(search / INDEX_FILE).get("confirmed_folder")
         except Rejected:
             return None
         return _run_hash(tree, search / str(confirmed)) if confirmed else None
@@ -83,7 +68,7 @@ def read_series(tree: Tree, path: Path, started: Mapping[str, str]) -> SeriesRec
     of the runs the scan read (the series starts with its first run)."""
     rel = tree.rel(path)
     raw = tree.read_bytes(path)
-    doc = _load(tree, path)
+    doc = tree.read_json_object(path)
     kind = str(doc.get("kind", ""))
     if kind not in SERIES_KINDS:
         raise Rejected(rel, f"is an index of kind {kind!r}, not one of "
