@@ -171,3 +171,6 @@ def test_series_are_stored_and_drawn_as_curves(series_db: str) -> None:
     api = c.get(f"/api/series/{scaling.series_hash[:10]}").json()
     assert api["points"][1]["data"]["efficiency"] == scaling.points[1].data["efficiency"]
     assert c.get("/series/zz").status_code == 400
+    # a point's run page names its series
+    run_page = c.get(f"/runs/{sweep.points[2].run_hash}").text
+    assert f'rate 10/s of the <a href="/series/{sweep.series_hash}">' in run_page

@@ -154,7 +154,10 @@ def run_page(request: Request, run_hash: str) -> HTMLResponse:
     # the report's run header shows the start as people read it (the document is not
     # changed: the plots above were drawn from it)
     shown = {**doc, "run": {**doc["run"], "started_utc": readable_time(rec.started_utc)}}
+    part_of = [(s, point_name(s, p.data)) for s in results_api.list_series(db=config_of(
+        request).db) for p in s.points if p.run_hash == rec.run_hash]
     return page(request, "run.html.j2", rec=rec, doc=shown, data=data, signed=signed,
+                part_of=part_of,
                 data_json=script_json(data),
                 records_hint="start tokenmark ui with --runs naming the folder that holds "
                 "this run's results folder")
