@@ -18,12 +18,12 @@ import pytest
 import typer
 
 from tests.paths import SAMPLES
-from tokenmark import results_api
 from tokenmark.adapters.inprocess import LatencyModel
-from tokenmark.api import SutSpec, default_dataset, run_benchmark
+from tokenmark.api import results as results_api
+from tokenmark.api.run import SutSpec, default_dataset, run_benchmark
 from tokenmark.cli.app import app
 from tokenmark.config.layering import build_settings
-from tokenmark.settings import Scenario
+from tokenmark.mlperf.settings import Scenario
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -109,8 +109,8 @@ def series_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     a find-peak search and a scaling run over 1 and 2 replicas."""
     from tests.scale.support import constant_settings, fixed_dataset, model
     from tokenmark.adapters.inprocess import LatencyModelSUT
+    from tokenmark.api.scale import find_peak, scaling_run, sweep
     from tokenmark.scale.replicas import replicated
-    from tokenmark.scale_api import find_peak, scaling_run, sweep
 
     root = tmp_path_factory.mktemp("series")
     short = {"min_duration_ms": 20_000}
@@ -137,7 +137,7 @@ def series_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def series_db(ui_db: str, series_root: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
     """The UI database plus ``series_root``'s runs and series, each stored by
-    :func:`tokenmark.results_api.store_run` (what ``tokenmark run``, ``sweep``,
+    :func:`tokenmark.api.results.store_run` (what ``tokenmark run``, ``sweep``,
     ``find-peak`` and ``scaling-run`` call)."""
     db = tmp_path_factory.mktemp("seriesdb") / "results.db"
     db.write_bytes(Path(ui_db).read_bytes())

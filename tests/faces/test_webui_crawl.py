@@ -21,7 +21,7 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 from fastapi.testclient import TestClient
 
-from tokenmark import results_api
+from tokenmark.api import results as results_api
 from tokenmark.resultrows import SOURCE_RUN
 from tokenmark.webui import UiConfig, create_app
 from tokenmark.webui.render import readable_time

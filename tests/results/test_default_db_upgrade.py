@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.faces.conftest import make_run
-from tokenmark import results_api
+from tokenmark.api import results as results_api
 from tokenmark.datadir import default_db_path
 from tokenmark.errors import StoreError
 from tokenmark.store import Store

@@ -180,8 +180,8 @@ def test_0006_from_0005_with_rows_adds_series_and_keeps_everything(db, tmp_path)
         eng.dispose()
     assert diff == [] and after == before
     from tests.scale.support import constant_settings, fixed_dataset, model
-    from tokenmark import results_api
-    from tokenmark.scale_api import sweep
+    from tokenmark.api import results as results_api
+    from tokenmark.api.scale import sweep
 
     sweep(constant_settings(duration_s=10), fixed_dataset(), model(8), tmp_path / "sw",
           rates=(4.0, 6.0), virtual_time=True)

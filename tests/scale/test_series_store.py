@@ -9,7 +9,7 @@ import json
 
 from typer.testing import CliRunner
 
-from tokenmark import results_api
+from tokenmark.api import results as results_api
 from tokenmark.cli import app
 
 FAST = ["-s", "constant", "--min-duration", "10", "--output-len", "100", "--input-len", "200",

@@ -21,7 +21,7 @@ from tokenmark.resultrows import SERIES_KINDS, SeriesPoint, SeriesRecord
 
 __all__ = ["INDEX_FILE", "is_series_index", "read_series"]
 
-#: The index file of a series (``tokenmark.scale_api.INDEX_JSON``).
+#: The index file of a series (``tokenmark.api.scale.INDEX_JSON``).
 INDEX_FILE = "index.json"
 _POINTS = {"sweep": "points", "find-peak": "probes", "scaling": "points"}
 
