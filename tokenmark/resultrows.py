@@ -63,6 +63,7 @@ __all__ = [
     "LLM_FAMILIES",
     "MAX_ACCELERATORS_PER_SERVER",
     "RACK_SCALE_MIN_DOMAIN",
+    "SERIES_KINDS",
     "SOURCE_LOGS",
     "SOURCE_RUN",
     "SOURCE_TABLE",
@@ -74,6 +75,8 @@ __all__ = [
     "ResultRow",
     "RunFinding",
     "RunRecord",
+    "SeriesPoint",
+    "SeriesRecord",
     "SystemRecord",
     "Tier",
     "accelerator_counts",
@@ -336,6 +339,46 @@ class SystemRecord:
     @property
     def key(self) -> str:
         return "|".join((self.round, self.division, self.submitter, self.system_id))
+
+
+#: Kinds of a series of runs (``index.json``'s ``kind``), with how people name them.
+SERIES_KINDS: dict[str, str] = {"sweep": "sweep", "find-peak": "find-peak search",
+                                "scaling": "scaling run"}
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesPoint:
+    """One point of a series: its row of ``index.json`` (a sweep point, a find-peak
+    probe, a scaling replica count) kept whole, and the run it measured (``run_hash``:
+    the SHA-256 of that run's results.json, as ``RunRecord.run_hash``; ``None`` when the
+    run's folder was not at hand)."""
+
+    position: int
+    run_hash: str | None
+    data: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesRecord:
+    """A sweep, find-peak search or scaling run of the user's (its ``index.json``, kept
+    whole in ``doc``), with one :class:`SeriesPoint` per point. ``series_hash`` is the
+    SHA-256 of the index file; ``started_utc`` its first run's start."""
+
+    series_hash: str
+    kind: str
+    started_utc: str
+    round: str
+    benchmark: str
+    scenario: str
+    doc: Mapping[str, Any]
+    points: tuple[SeriesPoint, ...]
+    source_path: str = ""
+
+    @property
+    def title(self) -> str:
+        """``sweep of llama3.1-8b Server (v6.0)``: what the series is, as people read it."""
+        what = SERIES_KINDS.get(self.kind, self.kind)
+        return f"{what} of {self.benchmark} {self.scenario} ({self.round})"
 
 
 def higher_is_better(unit: str) -> bool:

@@ -121,3 +121,49 @@ def cli() -> Iterator[typer.Typer]:
             app.command()(command)
     yield app
     app.registered_commands[:] = before
+
+
+@pytest.fixture(scope="session")
+def series_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """User runs of non-MLPerf scenarios and series, on the virtual clock, against the
+    latency model of ``tests/scale/support.py`` (8 slots: 7.69 requests/s at most):
+    a poisson run, a closed-loop run, a rate sweep (4, 6, 10/s: the last over capacity),
+    a find-peak search and a scaling run over 1 and 2 replicas."""
+    from tests.scale.support import constant_settings, fixed_dataset, model
+    from tokenmark.adapters.inprocess import LatencyModelSUT
+    from tokenmark.api.scale import find_peak, scaling_run, sweep
+    from tokenmark.scale.replicas import replicated
+
+    root = tmp_path_factory.mktemp("series")
+    short = {"min_duration_ms": 20_000}
+    for scen, extra in ((Scenario.POISSON, {"target_qps": 4.0}),
+                        (Scenario.CLOSED_LOOP, {"concurrency": 4})):
+        layered = build_settings("v6.0", "llama3.1-8b", scen, overrides={
+            "ttft_latency_ms": 500, "performance_sample_count": 256,
+            "total_sample_count": 256, **short, **extra})
+        run_benchmark(layered, fixed_dataset(), model(8), root / f"run-{scen.value}",
+                      virtual_time=True)
+    sweep(constant_settings(duration_s=20), fixed_dataset(), model(8), root / "sweep",
+          rates=(4.0, 6.0, 10.0), virtual_time=True)
+    find_peak(constant_settings(duration_s=20), fixed_dataset(), model(8), root / "peak",
+              start_qps=4.0, tolerance=0.1, virtual_time=True)
+
+    def sut_for(n: int) -> object:
+        return replicated(lambda c: LatencyModelSUT(c, model(8).model), n)
+
+    scaling_run(constant_settings(duration_s=20), fixed_dataset(), sut_for, root / "scaling",
+                replicas=(1, 2), start_qps=4.0, tolerance=0.1, virtual_time=True)
+    return root
+
+
+@pytest.fixture(scope="session")
+def series_db(ui_db: str, series_root: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The UI database plus ``series_root``'s runs and series, each stored by
+    :func:`tokenmark.api.results.store_run` (what ``tokenmark run``, ``sweep``,
+    ``find-peak`` and ``scaling-run`` call)."""
+    db = tmp_path_factory.mktemp("seriesdb") / "results.db"
+    db.write_bytes(Path(ui_db).read_bytes())
+    for folder in sorted(series_root.iterdir()):
+        rep = results_api.store_run(folder, db=str(db))
+        assert rep.written and not rep.errors, rep.errors
+    return str(db)

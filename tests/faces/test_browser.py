@@ -13,6 +13,7 @@ download); missing, the tests skip, or fail when ``TOKENMARK_REQUIRE`` lists
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -45,7 +46,8 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+def browser(series_db: str) -> Iterator[Any]:
+    # series_db's runs run an event loop of their own: built before Playwright's starts
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -58,15 +60,14 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
-@pytest.fixture(scope="module")
-def server(ui_db: str, runs_root: Path) -> Iterator[str]:
-    """The UI (uploads on, records of the sweep at hand) in a thread; its base URL."""
+@contextlib.contextmanager
+def serving(config: UiConfig) -> Iterator[str]:
+    """The UI over ``config`` in a thread on a free loopback port; its base URL."""
     import uvicorn
 
     port = free_port()
-    app = create_app(UiConfig(db=ui_db, upload_token=TOKEN, runs=(runs_root,)))
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                        lifespan="off", ws="none"))
+    srv = uvicorn.Server(uvicorn.Config(create_app(config), host="127.0.0.1", port=port,
+                                        log_level="warning", lifespan="off", ws="none"))
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     base = f"http://127.0.0.1:{port}"
@@ -80,9 +81,26 @@ def server(ui_db: str, runs_root: Path) -> Iterator[str]:
             time.sleep(0.05)
     else:
         pytest.fail("the web UI did not start")
-    yield base
-    srv.should_exit = True
-    thread.join(10)
+    try:
+        yield base
+    finally:
+        srv.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def server(ui_db: str, runs_root: Path) -> Iterator[str]:
+    """The UI (uploads on, records of the sweep at hand) in a thread; its base URL."""
+    with serving(UiConfig(db=ui_db, upload_token=TOKEN, runs=(runs_root,))) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def series_server(series_db: str, series_root: Path) -> Iterator[str]:
+    """The UI over the database with non-MLPerf runs, a sweep, a find-peak search and a
+    scaling run (``conftest.series_db``)."""
+    with serving(UiConfig(db=series_db, runs=(series_root,))) as base:
+        yield base
 
 
 class Page:
@@ -256,7 +274,7 @@ def test_compare_ticked_runs(page: Page, server: str, ui_db: str) -> None:
 
 def test_markup_in_names_stays_text(page: Page, server: str, ui_db: str) -> None:
     hostile = next(r for r in results_api.list_runs(db=ui_db) if r.row.system_id == XSS)
-    for url in (f"/runs/{hostile.run_hash}", "/runs", "/results"):
+    for url in (f"/runs/{hostile.run_hash}", "/runs", "/"):
         p = page.go(server + url, plots=url.startswith("/runs/"))
         assert XSS in p.locator("main").inner_text(), url
         assert p.locator("main img[src='x']").count() == 0
@@ -300,3 +318,44 @@ def test_report_file_draws_offline(page: Page, run_dir: Path) -> None:
     assert total >= 10 and drawn == total
     assert fetched == [] and page.problems == []
     page.shot("report-file")
+
+
+def test_series_pages_draw_their_curves(page: Page, series_server: str,
+                                        series_db: str) -> None:
+    """Sweeps, find-peak searches and scaling runs: their pages draw every curve (the
+    report's throughput-latency plots; the scaling efficiency and throughput plots), and
+    the user's runs and published results stay apart (issue 27 item 6)."""
+    p = page.go(series_server + "/")
+    page.shot("home-with-series")
+    assert page.problems == []
+    p = page.go(series_server + "/series")
+    assert p.locator("table#series tr[data-series]").count() == len(
+        results_api.list_series(db=series_db))
+    page.shot("series-list")
+    shown = set()
+    for s in results_api.list_series(db=series_db):
+        if s.kind in shown:
+            continue
+        shown.add(s.kind)
+        p = page.go(f"{series_server}/series/{s.series_hash}", plots=True)
+        if s.kind == "scaling":
+            p.wait_for_selector("div.ui-plot[data-drawn]")
+            inked = p.evaluate("""() => [...document.querySelectorAll('div.ui-plot')]
+                .filter(d => d.querySelector('canvas')).map(d => d.getAttribute('data-drawn'))""")
+            assert inked == [str(len(s.points))] * 2
+        else:
+            drawn, total = page.plots_drawn()
+            assert total >= 2 and drawn == total  # TTFT/TPOT/E2E against throughput
+        assert p.locator("table#points tr[data-point]").count() == len(s.points)
+        page.shot(f"series-{s.kind}")
+        assert page.problems == [], (s.kind, page.problems)
+    assert shown == {"sweep", "find-peak", "scaling"}
+    p = page.go(series_server + "/leaderboard?benchmark=llama3.1-8b&scenario=Server"
+                "&round=all&division=any&availability=any")
+    assert p.locator("#own-runs tr[data-run]").count() == len(
+        results_api.list_runs(db=series_db, benchmark="llama3.1-8b", scenario="Server"))
+    assert p.locator("table.board tr[data-key]").count() > 0
+    page.shot("leaderboard-with-own-runs-apart")
+    p = page.go(series_server + "/runs")
+    page.shot("your-runs")
+    assert page.problems == []

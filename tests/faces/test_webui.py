@@ -108,7 +108,8 @@ def test_bad_input_is_400_and_escaped(ui_db: str) -> None:
 def test_hostile_run_is_shown_as_text(ui_db: str) -> None:
     c = client(ui_db)
     hostile = next(r for r in results_api.list_runs(db=ui_db) if r.row.system_id == XSS)
-    for url in ("/runs", f"/runs/{hostile.run_hash}", "/results", "/",
+    for url in ("/runs", f"/runs/{hostile.run_hash}", "/",
+                "/leaderboard?benchmark=llama3.1-8b&scenario=Server&round=all",
                 f"/runs/compare?run={hostile.run_hash}&run="
                 f"{results_api.list_runs(db=ui_db)[0].run_hash}"):
         html = c.get(url).text

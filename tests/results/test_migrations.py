@@ -74,12 +74,12 @@ def test_0003_from_0002_with_rows(db):
                          run_ref=run_id, content_hash="b" * 64)
     finally:
         eng.dispose()
-    with pytest.raises(StoreError, match="schema 0002; this tokenmark needs 0005: run "
+    with pytest.raises(StoreError, match="schema 0002; this tokenmark needs 0006: run "
                        "'tokenmark db upgrade"):
         Store.open(db)
     eng = store_engine.create(store_engine.resolve_url(db))
     try:
-        assert store_engine.upgrade(eng) == store_engine.HEAD_REVISION == "0005"
+        assert store_engine.upgrade(eng) == store_engine.HEAD_REVISION == "0006"
         with eng.connect() as conn:
             got = conn.execute(sa.text(
                 "SELECT kind, source, host_processor, host_processors_per_node, "
@@ -128,7 +128,7 @@ def test_0005_from_0004_with_rows_keeps_finding_levels(db):
                     "verdict", "rule", "passed", "observed", "required", "advice", "detail")}}
                 conn.execute(sa.text(f"INSERT INTO findings ({', '.join(row)}) VALUES "
                                      f"({', '.join(':' + c for c in row)})"), row)
-        assert store_engine.upgrade(eng) == "0005"
+        assert store_engine.upgrade(eng) == "0006"
         with eng.connect() as conn:
             got = conn.execute(sa.text("SELECT rule, level FROM findings ORDER BY id")).all()
             diff = compare_metadata(MigrationContext.configure(conn), metadata)
@@ -141,3 +141,54 @@ def test_0005_from_0004_with_rows_keeps_finding_levels(db):
 
 def test_the_head_revision_constant_is_alembics_head():
     assert store_engine.HEAD_REVISION == store_engine.head_revision()
+
+
+def test_0006_from_0005_with_rows_adds_series_and_keeps_everything(db, tmp_path):
+    """0005 -> 0006 (issue 27): ``series`` and ``series_points`` are new tables; the runs,
+    findings and results stored before are kept as they were, and a sweep stores into
+    the upgraded database beside them."""
+    eng = store_engine.create(store_engine.resolve_url(db))
+    try:
+        store_engine.upgrade(eng, "0005")
+        with eng.begin() as conn:
+            run = {"run_hash": "d" * 64, "started_utc": "2026-12-03T00:00:00Z",
+                   "tokenmark_version": "0.1.0", "round": "v6.0", "benchmark": "llama3.1-8b",
+                   "scenario": "Server", "mode": "performance", "mlperf_validity": "VALID",
+                   "tokenmark_validity": "VALID", "profile_note": "", "run": "{}",
+                   "settings": "{}", "summary": "{}", "verdicts": "{}",
+                   "source_path": "results/z/results.json"}
+            conn.execute(sa.text(f"INSERT INTO runs ({', '.join(run)}) VALUES "
+                                 f"({', '.join(':' + c for c in run)})"), run)
+            run_id = conn.execute(sa.text("SELECT id FROM runs")).scalar_one()
+            finding = {"run_id": run_id, "verdict": "tokenmark", "rule": "send_lag",
+                       "passed": True, "observed": "1 ms", "required": "< 2 ms", "advice": "",
+                       "detail": "", "level": "fail"}
+            conn.execute(sa.text(f"INSERT INTO findings ({', '.join(finding)}) VALUES "
+                                 f"({', '.join(':' + c for c in finding)})"), finding)
+            _row_at_0002(conn, source="logs", host_processor="", published_unit="",
+                         quirks="")
+            before = {t: conn.execute(sa.text(f"SELECT * FROM {t} ORDER BY id")).all()
+                      for t in ("runs", "findings", "results")}
+        with pytest.raises(StoreError, match="schema 0005; this tokenmark needs 0006"):
+            Store.open(db)
+        assert store_engine.upgrade(eng) == "0006"
+        with eng.connect() as conn:
+            after = {t: conn.execute(sa.text(f"SELECT * FROM {t} ORDER BY id")).all()
+                     for t in before}
+            diff = compare_metadata(MigrationContext.configure(conn), metadata)
+    finally:
+        eng.dispose()
+    assert diff == [] and after == before
+    from tests.scale.support import constant_settings, fixed_dataset, model
+    from tokenmark.api import results as results_api
+    from tokenmark.api.scale import sweep
+
+    sweep(constant_settings(duration_s=10), fixed_dataset(), model(8), tmp_path / "sw",
+          rates=(4.0, 6.0), virtual_time=True)
+    rep = results_api.store_run(tmp_path / "sw", db=db)
+    assert rep.written and rep.series == 1 and rep.runs == 2 and rep.upgraded_from is None
+    with Store.open(db) as st:
+        (got,) = st.series()
+        assert [p.data["value"] for p in got.points] == [4.0, 6.0]
+        assert {r.run_hash for r in st.runs()} == {p.run_hash for p in got.points}
+        assert st.counts()["series"] == 1 and st.counts()["runs"] == 3

@@ -35,7 +35,7 @@ def test_import_then_reimport_changes_nothing(db):
     with Store.open(db) as st:
         before = (st.counts(), st.fingerprint())
         assert before[0] == {"results": 10, "systems": 8, "runs": 0, "findings": 0,
-                             "accuracy_results": 0, "official": 10}
+                             "accuracy_results": 0, "official": 10, "series": 0}
     again = results_api.import_results(SAMPLES, db=db)
     assert again.counts is not None
     assert (again.counts.added, again.counts.updated, again.counts.unchanged) == (0, 0, 10)

@@ -39,7 +39,14 @@ from tokenmark.errors import AnalysisError, BadInputError
 from tokenmark.importer.checker import canonical_benchmark, canonical_scenario
 from tokenmark.importer.packaged import PublishedTable, load, packaged_path
 from tokenmark.inputs import MIB, load_json_object
-from tokenmark.resultrows import Label, ResultRow, RunRecord, merge_rows
+from tokenmark.resultrows import (
+    SOURCE_RUN,
+    Label,
+    ResultRow,
+    RunRecord,
+    SeriesRecord,
+    merge_rows,
+)
 
 if TYPE_CHECKING:
     from tokenmark.importer.tree import FileError, Limits
@@ -57,10 +64,12 @@ __all__ = [
     "db_status",
     "db_upgrade",
     "get_run",
+    "get_series",
     "import_results",
     "leaderboard",
     "list_results",
     "list_runs",
+    "list_series",
     "published_table",
     "refresh_published",
     "reproducibility",
@@ -101,6 +110,10 @@ class ImportReport:
     seconds: float
     differences: tuple[str, ...] = ()
     tables: tuple[str, ...] = ()
+    #: Sweeps, find-peak searches and scaling runs read (their ``index.json``).
+    series: int = 0
+    #: The schema revision the user's default database was upgraded from (``None``: none).
+    upgraded_from: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -172,11 +185,13 @@ def import_results(
                  system=_system_file(system))
     url = datadir.resolve_db_url(db)
     counts: WriteCounts | None = None
-    anything = bool(found.rows or found.runs)
+    upgraded = None
+    anything = bool(found.rows or found.runs or found.series)
     if anything and not (strict and found.errors):
         with Store.open(db) as st:
-            url = st.url
-            counts = st.write(found.rows, found.runs, list(found.systems.values()))
+            url, upgraded = st.url, st.upgraded_from
+            counts = st.write(found.rows, found.runs, list(found.systems.values()),
+                              found.series)
     differences = tuple(dict.fromkeys(found.differences + list(
         counts.differences if counts else ())))
     tables = tuple(f"{t.path} ({t.shape}): {t.entries} entries, {t.llm} LLM and {t.other} "
@@ -185,17 +200,41 @@ def import_results(
         path=str(path), db=url, folders=found.folders, rows=len(found.rows),
         runs=len(found.runs), errors=tuple(found.errors), written=counts is not None,
         counts=counts, seconds=time.perf_counter() - t0, differences=differences,
-        tables=tables,
+        tables=tables, series=len(found.series), upgraded_from=upgraded,
     )
 
 
 def store_run(results_dir: PathLike, *, db: PathLike | None = None,
               system: PathLike | None = None) -> ImportReport:
     """Store one tokenmark run (its folder or ``results.json``) as an unverified row;
-    what ``tokenmark run`` calls after writing its results folder."""
+    what ``tokenmark run`` calls after writing its results folder. A sweep's, find-peak
+    search's or scaling run's folder (with its ``index.json``) is stored whole: the
+    series and each of its runs."""
     p = Path(results_dir)
-    target = p / "results.json" if p.is_dir() else p
+    series = p.is_dir() and (p / "index.json").is_file()
+    target = p if series else p / "results.json" if p.is_dir() else p
     return import_results(target, db=db, official=False, strict=True, system=system)
+
+
+def list_series(*, db: PathLike | None = None) -> list[SeriesRecord]:
+    """The user's sweeps, find-peak searches and scaling runs, newest first."""
+    from tokenmark.store import Store
+
+    with Store.open(db) as st:
+        return st.series()
+
+
+def get_series(series_hash: str, *, db: PathLike | None = None) -> SeriesRecord:
+    """One stored series by its hash or an unambiguous prefix of at least 8 characters."""
+    key = _hash_prefix(series_hash, "series")
+    from tokenmark.store import Store
+
+    with Store.open(db) as st:
+        found = st.series(key)
+    if len(found) != 1:
+        raise BadInputError(f"no stored series {series_hash!r}" if not found else
+                            f"{series_hash!r} names {len(found)} series; give more digits")
+    return found[0]
 
 
 def db_upgrade(db: PathLike | None = None) -> DbStatus:
@@ -281,11 +320,14 @@ def published_table() -> PublishedTable | None:
         raise BadInputError(f"{exc}") from None
 
 
-def _rows(db: PathLike | None, published: bool = True, **filters: str | None
-          ) -> list[ResultRow]:
+def _rows(db: PathLike | None, published: bool = True, *, user_runs: bool = True,
+          **filters: str | None) -> list[ResultRow]:
     """Rows matching ``filters``: the published table's (when ``published``) with the
-    database's merged over them, by result."""
+    database's merged over them, by result; without the user's own runs' rows unless
+    ``user_runs``."""
     stored = _stored(db, filters)
+    if not user_runs:
+        stored = [r for r in stored if r.source != SOURCE_RUN]
     table = published_table() if published else None
     if table is None:
         return stored
@@ -326,12 +368,18 @@ def list_runs(
         return st.runs(filters)
 
 
+def _hash_prefix(text: str, what: str) -> str:
+    """``text`` as a hash prefix (8 or more hex digits), or a one-line error."""
+    key = text.strip().lower()
+    if len(key) < 8 or any(c not in "0123456789abcdef" for c in key):
+        raise BadInputError(f"{text!r} is not a {what} hash; give 8 or more hex digits "
+                            f"(the {what} list shows them)")
+    return key
+
+
 def get_run(run_hash: str, *, db: PathLike | None = None) -> RunRecord:
     """One stored run by its hash or an unambiguous prefix of at least 8 characters."""
-    key = run_hash.strip().lower()
-    if len(key) < 8 or any(c not in "0123456789abcdef" for c in key):
-        raise BadInputError(f"{run_hash!r} is not a run hash; give 8 or more hex digits "
-                            "(the runs list shows them)")
+    key = _hash_prefix(run_hash, "run")
     from tokenmark.store import Store
 
     with Store.open(db) as st:
@@ -359,11 +407,12 @@ def leaderboard(
     benchmark: str, scenario: str, *, db: PathLike | None = None,
     division: str | None = "closed", availability: str | None = "available",
     round: str | None = None, official_only: bool = False, category: str | None = None,
-    published: bool = True,
+    published: bool = True, user_runs: bool = True,
 ) -> analyses.Leaderboard:
-    """The two-tier leaderboard (``tokenmark leaderboard BENCHMARK SCENARIO``)."""
+    """The two-tier leaderboard (``tokenmark leaderboard BENCHMARK SCENARIO``);
+    ``user_runs=False`` leaves the user's own runs off (the web UI shows them apart)."""
     bench, scen = resolve_benchmark(benchmark), resolve_scenario(scenario)
-    rows = _rows(db, published, benchmark=bench, scenario=scen)
+    rows = _rows(db, published, user_runs=user_runs, benchmark=bench, scenario=scen)
     labels = (Label.OFFICIAL,) if official_only else (Label.OFFICIAL, Label.UNVERIFIED)
     return analyses.leaderboard(rows, bench, scen, division=division,
                                 availability=availability, round=round, labels=labels,

@@ -662,11 +662,20 @@ def _headers(lines: list[str]) -> tuple[tuple[str, str], ...]:
 
 def _store(result: RunResult, db: str | None, *, quiet: bool) -> None:
     """Store the run as an unverified row; a failure warns and keeps the run's exit code."""
+    store_folder(result.output_dir, db, quiet=quiet)
+
+
+def store_folder(folder: Path, db: str | None, *, quiet: bool) -> None:
+    """Store a run's folder, or a sweep's/find-peak's/scaling run's (with its runs), as
+    unverified; a failure warns (the folder keeps everything measured)."""
     try:
-        report = results_api.store_run(result.output_dir, db=db)
+        report = results_api.store_run(folder, db=db)
     except BadInputError as e:
         err.print(f"[yellow]warning:[/] the run was not stored: {e}", soft_wrap=True)
         return
+    if report.upgraded_from:
+        err.print(f"upgraded your results database {report.db} from schema "
+                  f"{report.upgraded_from} to the newest", highlight=False)
     if report.errors:
         err.print(f"[yellow]warning:[/] the run was not stored: {report.errors[0]}",
                   soft_wrap=True)

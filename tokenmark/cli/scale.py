@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tokenmark.adapters.inprocess import LatencyModel
@@ -20,13 +21,15 @@ from tokenmark.api import scale as scale_api
 from tokenmark.api.assemble import WorkloadSpec, build_workload, http_sut_factory
 from tokenmark.api.run import EXIT_INVALID, EXIT_VALID, SutSpec, make_sut
 from tokenmark.cli.app import app, bad_input, check_numbers, err, given_flags, out
-from tokenmark.cli.run import _headers
+from tokenmark.cli.run import _headers, store_folder
 from tokenmark.clock import Clock
 from tokenmark.config.layering import FlagsOverFile, LayeredSettings, build_settings, read_toml
 from tokenmark.dataset import Dataset
 from tokenmark.engines.emulated import EmulatorSpec
 from tokenmark.errors import BadInputError, ConfigError
 from tokenmark.mlperf.settings import Scenario
+from tokenmark.output.results import RESULTS_FILE
+from tokenmark.output.tables import write_csv
 from tokenmark.scale.replicas import replicated
 from tokenmark.scale.sweep import parse_points
 from tokenmark.sut import SystemUnderTest
@@ -76,6 +79,11 @@ Virtual = Annotated[bool, typer.Option(help="Virtual clock (in-process systems o
 Output = Annotated[Path | None, typer.Option(
     "--output", "-o", help="Parent folder of the runs (default results/<time>-<command>).")]
 JsonOut = Annotated[bool, typer.Option("--json", help="Print index.json to stdout.")]
+StoreDb = Annotated[str | None, typer.Option(
+    "--db", help="Results database to store the series and its runs in (default: "
+    "$TOKENMARK_DB, else ~/.local/share/tokenmark/results.db).")]
+NoDb = Annotated[bool, typer.Option(
+    "--no-db", help="Do not store the series and its runs in the results database.")]
 # sweep: the target options of 'run' (its default target, the emulated server, included)
 SweepSut = Annotated[str, typer.Option(
     help="emulated (the default: the emulated server, as 'run'), latency-model (the "
@@ -196,6 +204,21 @@ def _print_index(parent: Path, json_out: bool) -> None:
         Console().print_json((parent / scale_api.INDEX_JSON).read_text())
 
 
+def _store_series(parent: Path, opts: dict[str, Any]) -> None:
+    """Write records.csv and summary.csv beside every run's results.json under
+    ``parent`` (as ``tokenmark run`` does; index.csv, one row per point, is the
+    series'), then store the series (index.json) and its runs as ``tokenmark run``
+    stores a run (:func:`tokenmark.cli.run.store_folder`), unless --no-db."""
+    for folder in sorted(p.parent for p in parent.rglob(RESULTS_FILE)):
+        try:
+            write_csv(folder)
+        except (OSError, ValueError) as e:
+            err.print(f"[yellow]warning:[/] no records.csv/summary.csv in {folder}: "
+                      f"{escape(str(e))}", soft_wrap=True)
+    if not opts.get("no_db"):
+        store_folder(parent, opts.get("db"), quiet=bool(opts.get("json_out")))
+
+
 @app.command("find-peak")
 def find_peak(
     ctx: typer.Context,
@@ -224,7 +247,7 @@ def find_peak(
     sut_tpot_ms: SutTpot = 10.0, sut_max_batch: SutBatch = 0, sut_batch_slope: SutSlope = 0.0,
     url: Urls = None, api: ApiOpt = "completions", model: ModelOpt = "",
     routing: Routing = "round-robin", workers: Workers = 0, virtual_time: Virtual = False,
-    output: Output = None, json_out: JsonOut = False,
+    output: Output = None, json_out: JsonOut = False, db: StoreDb = None, no_db: NoDb = False,
 ) -> None:
     """Find the highest Server/Interactive rate whose run is VALID, and confirm it.
 
@@ -247,6 +270,7 @@ def find_peak(
     except BadInputError as e:
         raise bad_input(e) from None
     _print_index(parent, json_out)
+    _store_series(parent, opts)
     if not json_out:
         line = (f"peak: {res.rate:,.4g} queries/s" if res.rate is not None else "no peak")
         Console().print(f"{line} ({res.note}); index: {parent / scale_api.INDEX_JSON} "
@@ -289,7 +313,7 @@ def sweep(
     max_tokens: MaxTokens = 0, ignore_eos: IgnoreEos = False, header: Header = None,
     api_key_env: ApiKeyEnv = "OPENAI_API_KEY",
     routing: Routing = "round-robin", workers: Workers = 0, virtual_time: Virtual = False,
-    output: Output = None, json_out: JsonOut = False,
+    output: Output = None, json_out: JsonOut = False, db: StoreDb = None, no_db: NoDb = False,
 ) -> None:
     """Run one full benchmark per rate or concurrency: throughput against latency and
     goodput per point, and the Pareto front. Without --rates or --concurrency the range
@@ -323,6 +347,7 @@ def sweep(
     except (BadInputError, ValueError) as e:
         raise bad_input(e if isinstance(e, BadInputError) else ConfigError(str(e))) from None
     _print_index(parent, json_out)
+    _store_series(parent, opts)
     if not json_out:
         t = Table(title=f"Sweep ({parent}, unverified)", title_justify="left")
         for col in ("point", "kind", "value", "verdict", "req/s", "out tok/s", "TTFT p99 ms",
@@ -370,7 +395,7 @@ def scaling_run(
     sut_tpot_ms: SutTpot = 10.0, sut_max_batch: SutBatch = 0, sut_batch_slope: SutSlope = 0.0,
     url: Urls = None, api: ApiOpt = "completions", model: ModelOpt = "",
     routing: Routing = "round-robin", workers: Workers = 0, virtual_time: Virtual = False,
-    output: Output = None, json_out: JsonOut = False,
+    output: Output = None, json_out: JsonOut = False, db: StoreDb = None, no_db: NoDb = False,
 ) -> None:
     """The same workload against 1, 2, 4, ... replicas at fixed latency limits: peak
     throughput per replica and scaling efficiency with an interval.
@@ -391,6 +416,7 @@ def scaling_run(
     except (BadInputError, ValueError) as e:
         raise bad_input(e if isinstance(e, BadInputError) else ConfigError(str(e))) from None
     _print_index(parent, json_out)
+    _store_series(parent, opts)
     if not json_out:
         t = Table(title=f"Scaling efficiency ({parent}, unverified)", title_justify="left")
         for col in ("replicas", "peak q/s", "tokens/s", "per replica", "efficiency",

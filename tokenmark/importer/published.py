@@ -172,14 +172,7 @@ class SubmitterReader:
         if not self.tree.exists(p):
             raise Rejected(rel, f"missing: the system description of results/{system_id}")
         raw = self.tree.read_bytes(p)
-        try:
-            desc = json_loads(raw.decode("utf-8"))
-        except InputLimitError as exc:
-            raise Rejected(rel, f"is {exc}") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise Rejected(rel, f"is not valid JSON ({exc})") from None
-        if not isinstance(desc, dict):
-            raise Rejected(rel, "is not a JSON object")
+        desc = self.tree.read_json_object(p)
         missing = [k for k in REQUIRED_SYSTEM_FIELDS if desc.get(k) in (None, "")
                    and not (k == "accelerator_model_name" and k in desc)]
         if missing:

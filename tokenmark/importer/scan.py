@@ -3,12 +3,13 @@
 ``PATH`` may be a published results repository checkout (``closed/``, ``open/``,
 ``network/`` at its top), a folder holding several (the shared samples:
 ``v4.1/closed/...``, ``v6.0/...``), any single submission tree, a tokenmark run folder
-or ``results.json``, an official results table (``summary_results.json``,
-``summary.json``, the checker's ``summary.csv``: :mod:`tokenmark.importer.tables`), or
-an archive of any of these. A table found in a folder (a results repository has its
-``summary_results.json`` at the top) is read with the tree; where both hold one result,
-the tree's row is kept and a table figure that differs is reported
-(:attr:`Scan.differences`). :func:`scan` reads it all into a
+or ``results.json``, a sweep, find-peak or scaling folder (its ``index.json``:
+:mod:`tokenmark.importer.series`, and its runs), an official results table
+(``summary_results.json``, ``summary.json``, the checker's ``summary.csv``:
+:mod:`tokenmark.importer.tables`), or an archive of any of these. A table found in a
+folder (a results repository has its ``summary_results.json`` at the top) is read with
+the tree; where both hold one result, the tree's row is kept and a table figure that differs is
+reported (:attr:`Scan.differences`). :func:`scan` reads it all into a
 :class:`Scan` (rows, runs, systems, per-file errors) and writes nothing: the caller
 stores the whole scan in one transaction, so nothing half-imported stays.
 
@@ -38,9 +39,17 @@ from typing import Any, Final
 from tokenmark.importer.archives import extract, is_archive
 from tokenmark.importer.published import DIVISIONS, SubmitterReader
 from tokenmark.importer.runs import is_results_file, read_run
+from tokenmark.importer.series import is_series_index, read_series
 from tokenmark.importer.tables import TABLE_NAMES, TableRead, is_table, read_table
 from tokenmark.importer.tree import FileError, Limits, Rejected, Tree
-from tokenmark.resultrows import Label, ResultRow, RunRecord, SystemRecord, merge_all
+from tokenmark.resultrows import (
+    Label,
+    ResultRow,
+    RunRecord,
+    SeriesRecord,
+    SystemRecord,
+    merge_all,
+)
 
 __all__ = ["MAX_DEPTH", "Scan", "scan"]
 
@@ -60,6 +69,7 @@ class Scan:
     root: str
     rows: list[ResultRow] = field(default_factory=list)
     runs: list[RunRecord] = field(default_factory=list)
+    series: list[SeriesRecord] = field(default_factory=list)
     systems: dict[str, SystemRecord] = field(default_factory=dict)
     errors: list[FileError] = field(default_factory=list)
     folders: int = 0
@@ -69,6 +79,7 @@ class Scan:
     def extend(self, other: Scan) -> None:
         self.rows += other.rows
         self.runs += other.runs
+        self.series += other.series
         self.systems.update(other.systems)
         self.errors += other.errors
         self.folders += other.folders
@@ -117,6 +128,8 @@ def _walk(tree: Tree, path: Path, depth: int, found: dict[str, list[Path]],
             found["runs"].append(f)
         elif f.name in TABLE_NAMES and is_table(tree, f):
             found["tables"].append(f)
+        elif is_series_index(tree, f):
+            found["series"].append(f)
     if depth >= MAX_DEPTH:
         return
     try:
@@ -237,7 +250,7 @@ def _scan_dir(root: Path, label: str, round_: str | None, official: bool, limits
               fallback_round: str | None = None) -> Scan:
     tree = Tree(root, limits, label=label)
     out = Scan(root=str(root))
-    found: dict[str, list[Path]] = {"divisions": [], "runs": [], "tables": []}
+    found: dict[str, list[Path]] = {"divisions": [], "runs": [], "tables": [], "series": []}
     _walk(tree, tree.root, 0, found, out.errors)
     submitters = 0
     lab = _label(official)
@@ -247,6 +260,12 @@ def _scan_dir(root: Path, label: str, round_: str | None, official: bool, limits
             submitters += 1
             out.extend(_read_submitter(tree, sub, division.name, rnd, lab))
     _read_runs(tree, found["runs"], system, out)
+    started = {r.run_hash: r.started_utc for r in out.runs}
+    for index in found["series"]:
+        try:
+            out.series.append(read_series(tree, index, started))
+        except Rejected as r:
+            out.errors.append(r.error)
     for table in found["tables"]:
         out.add_table(read_table(tree, table, round_, lab,
                                  fallback_round=_round_from(table.parent, tree.root)

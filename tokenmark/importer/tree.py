@@ -18,10 +18,12 @@ A :class:`FileError` is data (the import report lists them), not an exception;
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = ["FileError", "Limits", "Rejected", "Tree"]
 
@@ -135,6 +137,22 @@ class Tree:
         if len(data) > cap:  # grew while being read
             raise Rejected(self.rel(path), f"is over the {cap:,}-byte limit")
         return data
+
+    def read_json_object(self, path: Path) -> dict[str, Any]:
+        """The JSON object in the file at ``path`` (within the limits of
+        :mod:`tokenmark.inputs`); :class:`Rejected` for anything else."""
+        from tokenmark.inputs import InputLimitError, json_loads
+
+        rel = self.rel(path)
+        try:
+            doc = json_loads(self.read_bytes(path).decode("utf-8"))
+        except InputLimitError as exc:
+            raise Rejected(rel, f"is {exc}") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise Rejected(rel, f"is not valid JSON ({exc})") from None
+        if not isinstance(doc, dict):
+            raise Rejected(rel, "is not a JSON object")
+        return doc
 
     def read_text(self, path: Path, limit: int | None = None) -> str:
         data = self.read_bytes(path, limit)

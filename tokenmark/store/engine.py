@@ -15,9 +15,11 @@ reader upgrades. :func:`retrying` repeats a transaction that still lost the race
 
 Schema: Alembic migrations in ``tokenmark/store/migrations``. :func:`ensure_schema`
 creates a new database at the newest revision and refuses an older one with the
-command that upgrades it (upgrading existing data is the user's explicit step);
+command that upgrades it (upgrading existing data is the user's explicit step), except
+the user's default local file (no ``--db``, no ``$TOKENMARK_DB``), which it upgrades
+and says so (:attr:`tokenmark.store.Store.upgraded_from`);
 :func:`upgrade` runs the migrations. A new migration: ``from alembic import command;
-command.revision(alembic_config(url), "message", rev_id="0005")``, and
+command.revision(alembic_config(url), "message", rev_id="0007")``, and
 :data:`HEAD_REVISION` set to it (a test checks the two agree). Opening a database that
 is at :data:`HEAD_REVISION` reads its version with one query and never imports Alembic
 (a third of a second of a command's start).
@@ -56,7 +58,7 @@ __all__ = [
 
 #: The newest migration's revision (``migrations/versions``); a test checks it is
 #: Alembic's head.
-HEAD_REVISION = "0005"
+HEAD_REVISION = "0006"
 _BUSY_TIMEOUT_MS = 30_000
 _T = TypeVar("_T")
 
@@ -163,20 +165,23 @@ def upgrade(engine: sa.Engine, revision: str = "head") -> str:
     return rev or ""
 
 
-def ensure_schema(engine: sa.Engine, *, create_missing: bool = True) -> None:
-    """Create a new database's tables; refuse one at an older or unknown revision."""
+def ensure_schema(engine: sa.Engine, *, create_missing: bool = True,
+                  auto_upgrade: bool = False) -> str | None:
+    """Create a new database's tables; refuse one at an older or unknown revision, or
+    with ``auto_upgrade`` (the user's default local file only) migrate an older one and
+    return the revision it was at (``None``: nothing was upgraded)."""
     try:
         rev = current_revision(engine)
     except sa.exc.OperationalError as exc:
         raise StoreError(f"cannot open the results database {engine.url!r}: "
                          f"{exc.orig or exc}") from None
     if rev == HEAD_REVISION:
-        return
+        return None
     from alembic.script import ScriptDirectory
 
     head = head_revision()
     if rev == head:
-        return
+        return None
     if rev is None:
         with engine.connect() as conn:
             tables = sa.inspect(conn).get_table_names()
@@ -187,12 +192,15 @@ def ensure_schema(engine: sa.Engine, *, create_missing: bool = True) -> None:
             raise StoreError(f"{engine.url!r} holds no results database; run "
                              "'tokenmark db upgrade' (or import something) to create it")
         upgrade(engine)
-        return
+        return None
     known = {s.revision for s in ScriptDirectory.from_config(
         alembic_config("sqlite://")).walk_revisions()}
     if rev not in known:
         raise StoreError(f"the results database is at schema {rev}, newer than this tokenmark "
                          f"knows ({head}); upgrade tokenmark")
+    if auto_upgrade:
+        upgrade(engine)
+        return rev
     raise StoreError(f"the results database is at schema {rev}; this tokenmark needs {head}: "
                      f"run 'tokenmark db upgrade --db {engine.url.render_as_string()}'")
 

@@ -24,10 +24,21 @@ from tokenmark.resultrows import (
     Label,
     ResultRow,
     RunRecord,
+    SeriesPoint,
+    SeriesRecord,
 )
-from tokenmark.store.schema import accuracy_results, findings, results, runs, systems
+from tokenmark.store.schema import (
+    accuracy_results,
+    findings,
+    results,
+    runs,
+    series,
+    series_points,
+    systems,
+)
 
-__all__ = ["Filters", "counts", "fingerprint", "load_rows", "load_runs", "rows_by_key"]
+__all__ = ["Filters", "counts", "fingerprint", "load_rows", "load_runs", "load_series",
+           "rows_by_key"]
 
 #: Filters :func:`load_rows` understands: column name -> wanted value (``None``: any).
 Filters = Mapping[str, "str | int | None"]
@@ -130,6 +141,24 @@ def load_runs(conn: sa.Connection, filters: Filters | None = None,
     return out
 
 
+def load_series(conn: sa.Connection, series_hash: str | None = None) -> list[SeriesRecord]:
+    """The user's sweeps, find-peak searches and scaling runs, newest first, with their
+    points in order; ``series_hash`` selects those whose hash starts with it."""
+    stmt = sa.select(series).order_by(series.c.started_utc.desc(), series.c.series_hash)
+    if series_hash is not None:
+        stmt = stmt.where(series.c.series_hash.startswith(series_hash, autoescape=True))
+    out = []
+    for m in conn.execute(stmt).mappings().all():
+        pts = conn.execute(sa.select(series_points).where(series_points.c.series_id == m["id"])
+                           .order_by(series_points.c.position)).mappings()
+        out.append(SeriesRecord(
+            series_hash=m["series_hash"], kind=m["kind"], started_utc=m["started_utc"],
+            round=m["round"], benchmark=m["benchmark"], scenario=m["scenario"], doc=m["doc"],
+            points=tuple(SeriesPoint(p["position"], p["run_hash"], p["data"]) for p in pts),
+            source_path=m["source_path"]))
+    return out
+
+
 def _accuracy_run_matches(m: sa.RowMapping, filters: Filters) -> bool:
     """Whether a run without a result row is an accuracy run ``filters`` select."""
     if m["mode"] != ACCURACY_MODE:
@@ -146,7 +175,7 @@ def _accuracy_run_matches(m: sa.RowMapping, filters: Filters) -> bool:
 
 def counts(conn: sa.Connection) -> dict[str, int]:
     out = {}
-    for t in (results, systems, runs, findings, accuracy_results):
+    for t in (results, systems, runs, findings, accuracy_results, series):
         out[t.name] = int(conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one())
     out["official"] = int(conn.execute(sa.select(sa.func.count()).select_from(results)
                                        .where(results.c.label == Label.OFFICIAL.value))
@@ -175,6 +204,17 @@ def fingerprint(conn: sa.Connection) -> str:
             if "run_ref" in d:
                 d["run_ref"] = run_keys.get(d["run_ref"])
             h.update(json.dumps(d, sort_keys=True, default=str).encode())
+    series_keys = dict(conn.execute(sa.select(series.c.id, series.c.series_hash)).all())
+    h.update(series.name.encode())
+    for m in conn.execute(sa.select(series).order_by(series.c.series_hash)).mappings():
+        h.update(json.dumps({k: _canon(v) for k, v in m.items() if k != "id"},
+                            sort_keys=True, default=str).encode())
+    h.update(series_points.name.encode())
+    for line in sorted(json.dumps({**{k: _canon(v) for k, v in m.items() if k != "id"},
+                                   "series_id": series_keys.get(m["series_id"])},
+                                  sort_keys=True, default=str)
+                       for m in conn.execute(sa.select(series_points)).mappings()):
+        h.update(line.encode())
     for table in (findings, accuracy_results):
         h.update(table.name.encode())
         lines = []

@@ -23,14 +23,17 @@ Tables:
   the round's target and whether it was met); such a run has no ``results`` row.
   ``results.tokenmark_value`` is tokenmark's own figure beside LoadGen's ``value`` for a
   run the official LoadGen drove.
+* ``series`` and ``series_points`` (migration 0006): a sweep, find-peak search or
+  scaling run (its ``index.json`` whole) and its points, each citing the run it measured
+  by ``run_hash``.
 """
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 
-__all__ = ["accuracy_results", "findings", "metadata", "results", "runs", "signatures",
-           "systems"]
+__all__ = ["accuracy_results", "findings", "metadata", "results", "runs", "series",
+           "series_points", "signatures", "systems"]
 
 metadata = sa.MetaData()
 
@@ -155,4 +158,28 @@ signatures = sa.Table(
     sa.Column("verified", sa.Boolean, nullable=False),
     sa.Column("bundle_sha256", sa.String(64), nullable=False),
     sa.UniqueConstraint("run_hash", "key_id", name="uq_signatures_run_key"),
+)
+
+series = sa.Table(
+    "series", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("series_hash", sa.String(64), nullable=False, unique=True),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("started_utc", sa.String(40), nullable=False),
+    sa.Column("round", sa.String(16), nullable=False),
+    sa.Column("benchmark", sa.Text, nullable=False),
+    sa.Column("scenario", sa.String(32), nullable=False),
+    sa.Column("doc", sa.JSON, nullable=False),
+    sa.Column("source_path", sa.Text, nullable=False),
+)
+
+series_points = sa.Table(
+    "series_points", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("series_id", sa.Integer, sa.ForeignKey("series.id", ondelete="CASCADE"),
+              nullable=False),
+    sa.Column("position", sa.Integer, nullable=False),
+    sa.Column("run_hash", sa.String(64), nullable=True, index=True),
+    sa.Column("data", sa.JSON, nullable=False),
+    sa.UniqueConstraint("series_id", "position", name="uq_series_points_position"),
 )

@@ -40,12 +40,21 @@ from tokenmark.resultrows import (
     SOURCE_TABLE,
     ResultRow,
     RunRecord,
+    SeriesRecord,
     SystemRecord,
     merge_all,
     merge_rows,
 )
 from tokenmark.store.reader import rows_by_key
-from tokenmark.store.schema import accuracy_results, findings, results, runs, systems
+from tokenmark.store.schema import (
+    accuracy_results,
+    findings,
+    results,
+    runs,
+    series,
+    series_points,
+    systems,
+)
 
 __all__ = ["WriteCounts", "result_values", "write"]
 
@@ -58,6 +67,7 @@ class WriteCounts:
     runs_added: int = 0
     systems_written: int = 0
     differences: tuple[str, ...] = ()
+    series_added: int = 0
 
 
 def _insert(conn: sa.Connection, table: sa.Table) -> Any:
@@ -167,6 +177,27 @@ def _write_accuracy(conn: sa.Connection, run_id: int, rec: RunRecord) -> None:
         for a in sorted(rec.accuracy, key=lambda a: a.metric)])
 
 
+def _write_series(conn: sa.Connection, items: Sequence[SeriesRecord]) -> int:
+    """Store each series not stored yet (its key is its index file's hash: a series
+    that exists is left as it is, with its points)."""
+    added = 0
+    for rec in sorted(items, key=lambda r: r.series_hash):
+        got = conn.execute(_insert(conn, series).values(
+            series_hash=rec.series_hash, kind=rec.kind, started_utc=rec.started_utc,
+            round=rec.round, benchmark=rec.benchmark, scenario=rec.scenario,
+            doc=dict(rec.doc), source_path=rec.source_path,
+        ).on_conflict_do_nothing(index_elements=[series.c.series_hash])
+            .returning(series.c.id)).first()
+        if got is None:
+            continue
+        added += 1
+        if rec.points:
+            conn.execute(series_points.insert(), [
+                {"series_id": got[0], "position": p.position, "run_hash": p.run_hash,
+                 "data": dict(p.data)} for p in rec.points])
+    return added
+
+
 def _chunks(items: Sequence[str], n: int) -> Iterable[Sequence[str]]:
     for i in range(0, len(items), n):
         yield items[i:i + n]
@@ -177,6 +208,7 @@ def write(
     rows: Sequence[ResultRow],
     run_records: Sequence[RunRecord] = (),
     system_items: Sequence[SystemRecord] = (),
+    series_items: Sequence[SeriesRecord] = (),
 ) -> WriteCounts:
     """Write everything inside the caller's transaction (see the module docstring)."""
     system_ids = _write_systems(conn, system_items)
@@ -217,5 +249,6 @@ def write(
                                   ins.excluded.source == SOURCE_TABLE)),
         )
         conn.execute(stmt, values)
+    series_added = _write_series(conn, series_items)
     return WriteCounts(added, updated, unchanged, runs_added, len(system_ids),
-                       tuple(dict.fromkeys(differences)))
+                       tuple(dict.fromkeys(differences)), series_added)

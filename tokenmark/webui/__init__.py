@@ -8,6 +8,7 @@ autoescaping templates, and is read-only unless started with an upload token; se
 :mod:`tokenmark.webui.app` for the security measures.
 """
 
-from tokenmark.webui.app import DEFAULT_MAX_UPLOAD, UiConfig, create_app
+from tokenmark.webui.app import create_app
+from tokenmark.webui.config import DEFAULT_MAX_UPLOAD, UiConfig
 
 __all__ = ["DEFAULT_MAX_UPLOAD", "UiConfig", "create_app"]

@@ -24,12 +24,10 @@ Security measures, each with a test in ``tests/faces/test_webui.py``:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from fastapi import FastAPI, Request, Response
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from tokenmark import __version__
@@ -37,14 +35,14 @@ from tokenmark.errors import BadInputError
 from tokenmark.report import environment
 from tokenmark.report.html import STATIC_DIR as REPORT_STATIC
 from tokenmark.resultrows import scale_label
+from tokenmark.webui import jsonapi, pages, upload
+from tokenmark.webui.config import DEFAULT_MAX_UPLOAD, LOOPBACK_HOSTS, MIN_TOKEN_LENGTH, UiConfig
+from tokenmark.webui.render import page, readable_time, reasons
 from tokenmark.webui.runfiles import RunFolders
 
 __all__ = ["DEFAULT_MAX_UPLOAD", "LOOPBACK_HOSTS", "MIN_TOKEN_LENGTH", "UiConfig",
            "create_app", "page"]
 
-DEFAULT_MAX_UPLOAD = 64 * 1024 * 1024
-MIN_TOKEN_LENGTH = 16
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 STATIC_DIR = Path(__file__).parent / "static"
 #: The only files ``/static/`` serves: name -> (folder, media type).
@@ -54,50 +52,14 @@ STATIC_FILES = {
     "uPlot.iife.min.js": (REPORT_STATIC, "text/javascript"),
     "report.js": (REPORT_STATIC, "text/javascript"),
     "ui.js": (STATIC_DIR, "text/javascript"),
+    "ui.css": (STATIC_DIR, "text/css"),
 }
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 
 
-@dataclass(frozen=True)
-class UiConfig:
-    """How ``tokenmark ui`` serves.
-
-    ``upload_token``: ``None`` keeps the UI read-only. ``runs``: folders holding results
-    folders, for the plots that need records. ``allowed_hosts``: ``Host`` values
-    accepted (``None``: any, for a server bound to every interface behind a proxy).
-    """
-
-    db: str | None = None
-    upload_token: str | None = None
-    max_upload_bytes: int = DEFAULT_MAX_UPLOAD
-    runs: tuple[Path, ...] = ()
-    allowed_hosts: tuple[str, ...] | None = LOOPBACK_HOSTS
-
-    def __post_init__(self) -> None:
-        tok = self.upload_token
-        if tok is not None and (len(tok) < MIN_TOKEN_LENGTH or tok.strip() != tok):
-            raise BadInputError(
-                f"the upload token must be at least {MIN_TOKEN_LENGTH} characters without "
-                "surrounding spaces; make one with: python -c 'import secrets; "
-                "print(secrets.token_urlsafe(24))'")
-        if self.max_upload_bytes <= 0:
-            raise BadInputError("the upload size limit must be positive")
-
-
-def page(request: Request, template: str, status_code: int = 200, **ctx: Any) -> HTMLResponse:
-    """Render ``ui/<template>`` (autoescaped) with what every page needs."""
-    cfg: UiConfig = request.app.state.config
-    html = request.app.state.env.get_template(f"ui/{template}").render(
-        path=request.url.path, uploads=cfg.upload_token is not None, version=__version__,
-        **ctx)
-    return HTMLResponse(html, status_code=status_code)
-
-
 def create_app(config: UiConfig | None = None) -> FastAPI:
     """The application; serve it with :func:`tokenmark.webui.server.serve` (uvicorn)."""
-    from tokenmark.webui import jsonapi, pages, upload
-
     cfg = config or UiConfig()
     app = FastAPI(
         title="tokenmark results", version=__version__, docs_url=None, redoc_url=None,
@@ -111,6 +73,8 @@ def create_app(config: UiConfig | None = None) -> FastAPI:
     app.state.config = cfg
     app.state.env = environment({"ui": TEMPLATE_DIR})
     app.state.env.filters["scale_label"] = scale_label
+    app.state.env.filters["when"] = readable_time
+    app.state.env.globals["reasons"] = reasons
     app.state.runs = RunFolders(cfg.runs)
 
     @app.middleware("http")

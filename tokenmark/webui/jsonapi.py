@@ -15,7 +15,6 @@ from fastapi import APIRouter, Query, Request
 
 from tokenmark.api import results as results_api
 from tokenmark.report import report_data, run_report_data
-from tokenmark.webui.app import UiConfig
 from tokenmark.webui.models import (
     ComparisonOut,
     GainSeriesOut,
@@ -25,8 +24,10 @@ from tokenmark.webui.models import (
     RunOut,
     RunSummaryOut,
     ScalingOut,
+    SeriesOut,
 )
 from tokenmark.webui.pages import run_document
+from tokenmark.webui.render import config_of
 
 __all__ = ["router"]
 
@@ -35,8 +36,7 @@ Opt = Annotated[str | None, Query(max_length=200)]
 
 
 def _db(request: Request) -> str | None:
-    cfg: UiConfig = request.app.state.config
-    return cfg.db
+    return config_of(request).db
 
 
 def _opt(v: str | None) -> str | None:
@@ -88,6 +88,18 @@ def run_plots(request: Request, run_hash: str) -> dict[str, Any]:
     rec = results_api.get_run(run_hash, db=_db(request))
     folder = request.app.state.runs.find(rec.run_hash)
     return run_report_data(folder) if folder is not None else report_data(run_document(rec))
+
+
+@router.get("/series")
+def series_list(request: Request) -> list[SeriesOut]:
+    """The user's sweeps, find-peak searches and scaling runs, newest first."""
+    return [SeriesOut.of(s) for s in results_api.list_series(db=_db(request))]
+
+
+@router.get("/series/{series_hash}")
+def series(request: Request, series_hash: str) -> SeriesOut:
+    """One series whole (hash or a prefix of at least 8 hex digits)."""
+    return SeriesOut.of(results_api.get_series(series_hash, db=_db(request)))
 
 
 @router.get("/leaderboard")

@@ -22,7 +22,7 @@ from tokenmark.analyses import (
     ScalingCurve,
 )
 from tokenmark.api.results import ImportReport
-from tokenmark.resultrows import ResultRow, RunRecord, scale_label
+from tokenmark.resultrows import ResultRow, RunRecord, SeriesRecord, scale_label
 
 __all__ = [
     "ComparisonOut",
@@ -34,6 +34,7 @@ __all__ = [
     "RunOut",
     "RunSummaryOut",
     "ScalingOut",
+    "SeriesOut",
     "UploadOut",
 ]
 
@@ -283,3 +284,32 @@ class UploadOut(BaseModel):
         return cls(written=rep.written, rows=rep.rows, runs=rep.runs,
                    added=c.added if c else 0, updated=c.updated if c else 0,
                    unchanged=c.unchanged if c else 0, errors=[str(e) for e in rep.errors])
+
+
+class SeriesPointOut(BaseModel):
+    position: int
+    run_hash: str | None = Field(description="the run this point measured (if stored)")
+    data: dict[str, Any] = Field(description="the point's row of the series' index.json")
+
+
+class SeriesOut(BaseModel):
+    """A sweep, find-peak search or scaling run of the user's (unverified)."""
+
+    series_hash: str
+    kind: str
+    title: str
+    started_utc: str
+    round: str
+    benchmark: str
+    scenario: str
+    label: str = "unverified"
+    doc: dict[str, Any] = Field(description="its index.json, whole")
+    points: list[SeriesPointOut]
+
+    @classmethod
+    def of(cls, r: SeriesRecord) -> SeriesOut:
+        return cls(series_hash=r.series_hash, kind=r.kind, title=r.title,
+                   started_utc=r.started_utc, round=r.round, benchmark=r.benchmark,
+                   scenario=r.scenario, doc=dict(r.doc),
+                   points=[SeriesPointOut(position=p.position, run_hash=p.run_hash,
+                                          data=dict(p.data)) for p in r.points])

@@ -23,19 +23,23 @@ from tokenmark.errors import BadInputError
 from tokenmark.output.results import SCHEMA, ResultsDocument
 from tokenmark.report import comparison_data, report_data, run_report_data, script_json
 from tokenmark.resultrows import (
+    SOURCE_RUN,
     Label,
     ResultRow,
     RunRecord,
+    SeriesRecord,
     Tier,
     accelerator_key,
     round_order,
 )
-from tokenmark.webui.app import UiConfig, page
+from tokenmark.webui.render import config_of, page, readable_time
 
-__all__ = ["MAX_ROWS", "router", "run_document"]
+__all__ = ["MAX_OWN", "MAX_ROWS", "published", "router", "run_document"]
 
 router = APIRouter(include_in_schema=False)
 MAX_ROWS = 500
+#: The user's runs listed beside a leaderboard (newest first).
+MAX_OWN = 20
 Opt = Annotated[str | None, Query(max_length=200)]
 
 
@@ -48,11 +52,6 @@ def _any(v: str | None) -> str | None:
     """``any`` (or empty) lifts a filter that has a default."""
     v = _opt(v)
     return None if v is None or v.lower() == "any" else v
-
-
-def _cfg(request: Request) -> UiConfig:
-    cfg: UiConfig = request.app.state.config
-    return cfg
 
 
 @dataclass(frozen=True)
@@ -90,19 +89,31 @@ class Choices:
         return sorted({s for v in self.scenarios.values() for s in v})
 
 
+def published(db: str | None, *, benchmark: str | None = None, scenario: str | None = None,
+              round: str | None = None, division: str | None = None,
+              submitter: str | None = None, label: str | None = None) -> list[ResultRow]:
+    """Published results (official, or a submission imported as unverified): the
+    database's rows without the user's own runs, which the UI shows apart (``/runs``,
+    and beside a leaderboard, never ranked in it)."""
+    rows = results_api.list_results(db=db, benchmark=benchmark, scenario=scenario, round=round,
+                                    division=division, submitter=submitter, label=label)
+    return [r for r in rows if r.source != SOURCE_RUN]
+
+
 @router.get("/", response_class=HTMLResponse)
 def home(request: Request) -> HTMLResponse:
-    db = _cfg(request).db
+    db = config_of(request).db
     status = results_api.db_status(db)
-    rows = results_api.list_results(db=db)
+    rows = published(db)
     runs = results_api.list_runs(db=db)[:10]
+    series = results_api.list_series(db=db)[:10]
     return page(request, "home.html.j2", status=status, choices=Choices.of(rows),
-                runs=runs, rows=len(rows))
+                runs=runs, rows=len(rows), series=series)
 
 
 @router.get("/runs", response_class=HTMLResponse)
 def runs(request: Request, benchmark: Opt = None, scenario: Opt = None) -> HTMLResponse:
-    db = _cfg(request).db
+    db = config_of(request).db
     items = results_api.list_runs(db=db, benchmark=_opt(benchmark), scenario=_opt(scenario))
     return page(request, "runs.html.j2", runs=items, benchmark=_opt(benchmark) or "",
                 scenario=_opt(scenario) or "",
@@ -123,7 +134,7 @@ def run_document(rec: RunRecord) -> dict[str, Any]:
 @router.get("/runs/compare", response_class=HTMLResponse)
 def runs_compare(request: Request,
                  run: Annotated[list[str] | None, Query(max_length=64)] = None) -> HTMLResponse:
-    db = _cfg(request).db
+    db = config_of(request).db
     hashes = list(dict.fromkeys(run or []))
     if len(hashes) < 2:
         raise BadInputError("choose two or more runs to compare (tick them in the runs list)")
@@ -136,24 +147,80 @@ def runs_compare(request: Request,
 
 @router.get("/runs/{run_hash}", response_class=HTMLResponse)
 def run_page(request: Request, run_hash: str) -> HTMLResponse:
-    rec = results_api.get_run(run_hash, db=_cfg(request).db)
+    rec = results_api.get_run(run_hash, db=config_of(request).db)
     doc = run_document(rec)
     folder = request.app.state.runs.find(rec.run_hash)
     data = run_report_data(folder) if folder is not None else report_data(doc)
-    signed = results_api.signers([rec.run_hash], db=_cfg(request).db).get(rec.run_hash, [])
-    return page(request, "run.html.j2", rec=rec, doc=doc, data=data, signed=signed,
+    signed = results_api.signers([rec.run_hash], db=config_of(request).db).get(rec.run_hash, [])
+    # the report's run header shows the start as people read it (the document is not
+    # changed: the plots above were drawn from it)
+    shown = {**doc, "run": {**doc["run"], "started_utc": readable_time(rec.started_utc)}}
+    part_of = [(s, point_name(s, p.data)) for s in results_api.list_series(db=config_of(
+        request).db) for p in s.points if p.run_hash == rec.run_hash]
+    return page(request, "run.html.j2", rec=rec, doc=shown, data=data, signed=signed,
+                part_of=part_of,
                 data_json=script_json(data),
                 records_hint="start tokenmark ui with --runs naming the folder that holds "
                 "this run's results folder")
 
 
+@router.get("/series", response_class=HTMLResponse)
+def series_list(request: Request) -> HTMLResponse:
+    return page(request, "series_list.html.j2",
+                series=results_api.list_series(db=config_of(request).db))
+
+
+def point_name(rec: SeriesRecord, data: Any) -> str:
+    """How a point is named on its series' page: ``rate 12.5/s``, ``8 streams``,
+    ``probe 3 at 12.5/s``, ``4 replicas``."""
+    d = data if isinstance(data, dict) else {}
+    if rec.kind == "scaling":
+        n = d.get("replicas", "?")
+        return f"{n} replica" if n == 1 else f"{n} replicas"
+    if rec.kind == "find-peak":
+        return f"{d.get('kind', 'probe')} {d.get('probe', '?')} at {_num(d.get('rate_qps'))}/s"
+    kind, value = str(d.get("kind", "")), d.get("value")
+    if kind == "rate":
+        return f"rate {_num(value)}/s"
+    if kind in ("concurrency", "synchronous", "throughput"):
+        streams = "1 stream" if value == 1 else f"{_num(value)} streams"
+        return streams if kind == "concurrency" else f"{kind} ({streams})"
+    return f"point {d.get('point', '?')}"
+
+
+def _num(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, int | float) and not isinstance(v, bool) else "?"
+
+
+@router.get("/series/{series_hash}", response_class=HTMLResponse)
+def series_page(request: Request, series_hash: str) -> HTMLResponse:
+    db = config_of(request).db
+    rec = results_api.get_series(series_hash, db=db)
+    stored = {r.run_hash: r for r in results_api.list_runs(db=db)}
+    runs = [stored.get(p.run_hash or "") for p in rec.points]
+    names = [point_name(rec, p.data) for p in rec.points]
+    points = [{"name": n, "data": p.data, "run": r}
+              for n, p, r in zip(names, rec.points, runs, strict=True)]
+    curve: list[tuple[str, str | None, dict[str, Any]]] = [
+        (n, f"/runs/{r.run_hash}", run_document(r))
+        for n, r in zip(names, runs, strict=True) if r is not None and r.row is not None]
+    cmp = comparison_data(curve) if rec.kind != "scaling" and curve else None
+    scaling = [{"replicas": p.data.get("replicas"), "efficiency": p.data.get("efficiency"),
+                "low": p.data.get("efficiency_low"), "high": p.data.get("efficiency_high"),
+                "tokens_per_s": p.data.get("tokens_per_s")}
+               for p in rec.points if rec.kind == "scaling"]
+    data = {"comparison": cmp, "scaling": scaling}
+    return page(request, "series.html.j2", rec=rec, points=points, cmp=cmp,
+                data_json=script_json(data))
+
+
 @router.get("/results", response_class=HTMLResponse)
 def results(request: Request, benchmark: Opt = None, scenario: Opt = None, round: Opt = None,
             division: Opt = None, submitter: Opt = None, label: Opt = None) -> HTMLResponse:
-    db = _cfg(request).db
-    choices = Choices.of(results_api.list_results(db=db))
-    rows = results_api.list_results(
-        db=db, benchmark=_opt(benchmark), scenario=_opt(scenario), round=_opt(round),
+    db = config_of(request).db
+    choices = Choices.of(published(db))
+    rows = published(
+        db, benchmark=_opt(benchmark), scenario=_opt(scenario), round=_opt(round),
         division=_opt(division), submitter=_opt(submitter), label=_opt(label))
     table = results_tables.rows_table(rows[:MAX_ROWS], f"{len(rows)} results")
     return page(request, "results.html.j2", choices=choices, rows=rows[:MAX_ROWS],
@@ -172,8 +239,8 @@ def leaderboard(request: Request, benchmark: Opt = None, scenario: Opt = None,
                 round: Opt = None, division: Opt = "closed", availability: Opt = "available",
                 accelerator: Opt = None, tier: Opt = "both",
                 view: Opt = "result") -> HTMLResponse:
-    db = _cfg(request).db
-    choices = Choices.of(results_api.list_results(db=db))
+    db = config_of(request).db
+    choices = Choices.of(published(db))
     bench = _opt(benchmark) or (choices.benchmarks[0] if choices.benchmarks else None)
     scen = _opt(scenario) or (choices.scenarios.get(bench or "", [None])[0] if bench else None)
     f = {"benchmark": bench or "", "scenario": scen or "", "round": _opt(round) or "",
@@ -182,9 +249,11 @@ def leaderboard(request: Request, benchmark: Opt = None, scenario: Opt = None,
          "view": "per-accelerator" if view == "per-accelerator" else "result"}
     if bench is None or scen is None:
         return page(request, "leaderboard.html.j2", choices=choices, f=f, board=None,
-                    tiers=[], error="the database holds no results yet")
+                    tiers=[], error="the database holds no published results yet", own=[])
     board = results_api.leaderboard(bench, scen, db=db, division=_any(division),
-                                    availability=_any(availability), round=_opt(round))
+                                    availability=_any(availability), round=_opt(round),
+                                    user_runs=False)
+    own = results_api.list_runs(db=db, benchmark=bench, scenario=scen)[:MAX_OWN]
     needle = accelerator_key(f["accelerator"]) if f["accelerator"] else ""
     tiers = []
     for t, title, entries in ((Tier.SINGLE_NODE, "single node", board.single_node),
@@ -197,13 +266,13 @@ def leaderboard(request: Request, benchmark: Opt = None, scenario: Opt = None,
             shown.sort(key=lambda e: (e.per_accelerator is None, -(e.per_accelerator or 0.0)))
         tiers.append({"id": t.value, "title": title, "entries": shown})
     return page(request, "leaderboard.html.j2", choices=choices, f=f, board=board,
-                tiers=tiers, error=None)
+                tiers=tiers, error=None, own=own)
 
 
 def _tables_page(request: Request, template: str, f: dict[str, str],
                  build: Any) -> HTMLResponse:
     """A form, and the analysis' tables (``build()`` -> tables) or its error message."""
-    choices = Choices.of(results_api.list_results(db=_cfg(request).db))
+    choices = Choices.of(published(config_of(request).db))
     ready = all(f.get(k) for k in f.get("_required", "").split(",") if k)
     tables: list[results_tables.Table] = []
     error = None
@@ -229,7 +298,7 @@ def reproducibility(request: Request, benchmark: Opt = None, scenario: Opt = Non
          "round": _opt(round) or "", "division": _opt(division) or "any", "_required": ""}
     return _tables_page(request, "reproducibility.html.j2", f, lambda: (
         results_tables.reproducibility_tables(results_api.reproducibility(
-            db=_cfg(request).db, benchmark=_opt(benchmark), scenario=_opt(scenario),
+            db=config_of(request).db, benchmark=_opt(benchmark), scenario=_opt(scenario),
             accelerator=_opt(accelerator), accelerators=int(n) if n else None,
             division=_any(division), round=_opt(round)))))
 
@@ -241,7 +310,7 @@ def compare(request: Request, a: Opt = None, b: Opt = None, benchmark: Opt = Non
          "scenario": _opt(scenario) or "", "normalise": "1" if _opt(normalise) else "",
          "_required": "a,b"}
     return _tables_page(request, "compare.html.j2", f, lambda: [results_tables.comparison_table(
-        results_api.compare(f["a"], f["b"], db=_cfg(request).db, benchmark=_opt(benchmark),
+        results_api.compare(f["a"], f["b"], db=config_of(request).db, benchmark=_opt(benchmark),
                             scenario=_opt(scenario), normalise=bool(f["normalise"])))])
 
 
@@ -258,7 +327,7 @@ def scaling(request: Request, benchmark: Opt = None, scenario: Opt = None,
          "_required": "benchmark,scenario,accelerator"}
     return _tables_page(request, "scaling.html.j2", f, lambda: [results_tables.scaling_table(
         results_api.scaling(f["benchmark"], f["scenario"], accelerator=f["accelerator"],
-                            db=_cfg(request).db, submitter=_opt(submitter),
+                            db=config_of(request).db, submitter=_opt(submitter),
                             round=_opt(round), division=_any(division),
                             base=int(b) if b else None))])
 
@@ -275,7 +344,7 @@ def software_gains(request: Request, benchmark: Opt = None, scenario: Opt = None
          "submitter": _opt(submitter) or "", "division": _opt(division) or "any",
          "_required": "benchmark,scenario"}
     return _tables_page(request, "gains.html.j2", f, lambda: results_tables.gains_tables(
-        results_api.software_gains(f["benchmark"], f["scenario"], db=_cfg(request).db,
+        results_api.software_gains(f["benchmark"], f["scenario"], db=config_of(request).db,
                                    accelerator=_opt(accelerator),
                                    accelerators=int(n) if n else None,
                                    submitter=_opt(submitter), division=_any(division))))
@@ -283,4 +352,4 @@ def software_gains(request: Request, benchmark: Opt = None, scenario: Opt = None
 
 @router.get("/upload", response_class=HTMLResponse)
 def upload_page(request: Request) -> HTMLResponse:
-    return page(request, "upload.html.j2", max_mb=_cfg(request).max_upload_bytes / 2**20)
+    return page(request, "upload.html.j2", max_mb=config_of(request).max_upload_bytes / 2**20)

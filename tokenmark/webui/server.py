@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import uvicorn
 
-from tokenmark.webui.app import LOOPBACK_HOSTS, UiConfig, create_app
+from tokenmark.webui.app import create_app
+from tokenmark.webui.config import LOOPBACK_HOSTS, UiConfig
 
 __all__ = ["allowed_hosts_for", "serve"]
 

@@ -30,8 +30,8 @@ from starlette.concurrency import run_in_threadpool
 
 from tokenmark.api import results as results_api
 from tokenmark.importer import Limits
-from tokenmark.webui.app import UiConfig
 from tokenmark.webui.models import UploadOut
+from tokenmark.webui.render import config_of
 
 __all__ = ["kind_of", "router"]
 
@@ -75,7 +75,7 @@ def _authorised(request: Request, token: str) -> bool:
     400: {"description": "the importer refused it; nothing was stored"}})
 async def upload(request: Request) -> JSONResponse:
     """Store a ``results.json`` or an archive of results (the raw request body)."""
-    cfg: UiConfig = request.app.state.config
+    cfg = config_of(request)
     if cfg.upload_token is None:
         return _error(403, "uploads are off: start tokenmark ui with --upload-token "
                       "(or TOKENMARK_UPLOAD_TOKEN) to accept them")
