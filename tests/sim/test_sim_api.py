@@ -155,3 +155,8 @@ def test_moe_layouts_are_searched_with_and_without_the_draft():
     before = candidates(ClusterSpec("GB300", "deepseek-r1", nodes=18, per_node=4,
                                     efficiency=EFF, rules_round="v5.1"), 700, 3700)
     assert not any(p.deployment.spec_tokens for p in before)  # v5.1 rules: no draft
+    # the rules allow the draft in Interactive only (never Offline or Server)
+    for scenario, drafted in (("Interactive", 3), ("Server", 0), ("Offline", 0)):
+        got = candidates(ClusterSpec("GB300", "deepseek-r1", nodes=18, per_node=4,
+                                     efficiency=EFF, rules_round="v6.1"), 700, 3700, scenario)
+        assert sum(bool(p.deployment.spec_tokens) for p in got) == drafted

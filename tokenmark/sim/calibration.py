@@ -168,7 +168,7 @@ def prepare(row: PublishedRow, lengths: Lengths) -> Setup | str:
                        per_node=per_node, precision=row.precision, stack=row.stack,
                        efficiency=UNIT, rules_round=row.round)
     try:
-        plans = candidates(spec, float(inp.mean()), float(out.mean()))
+        plans = candidates(spec, float(inp.mean()), float(out.mean()), row.scenario)
     except ConfigError as e:
         return f"does not fit as planned: {e}"
     limits = limits_for(row.benchmark, row.scenario, row.round)

@@ -173,7 +173,7 @@ def predict(spec: ClusterSpec, scenario: str, inputs: np.ndarray, outputs: np.nd
     ``latency_eff`` are the calibrated parameters of the Offline rows and of the
     scenario; ``plans`` the candidates when already made; ``encoder`` each sample's
     vision-encoder FLOPs (vision-language models)."""
-    plans = plans or candidates(spec, float(inputs.mean()), float(outputs.mean()))
+    plans = plans or candidates(spec, float(inputs.mean()), float(outputs.mean()), scenario)
     if scenario == "Offline" or limits is None:
         tried = [(p.deployment.label, offline_rate(p.deployment, inputs, outputs, offline_eff,
                                                    samples=samples, encoder=encoder))
