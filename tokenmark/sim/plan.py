@@ -282,6 +282,29 @@ def candidates(spec: ClusterSpec, mean_input: float, mean_output: float,
     return plans
 
 
+def widened(plan: Plan, spec: ClusterSpec) -> list[Plan]:
+    """Wider tensor-parallel replicas of a dense ``plan`` (two, four... times its tp,
+    up to the scale-up domain, dividing the accelerators), for a latency scenario whose
+    candidates fail its limits at any rate: a replica's step time falls with its tp, and
+    submitters meet Interactive limits with wider replicas than Offline's. Empty for a
+    mixture-of-experts plan (its candidates already reach the whole domain) or one
+    whose layout was given."""
+    d = plan.deployment
+    if d.model.is_moe or spec.tp is not None or spec.dp is not None or spec.ep is not None:
+        return []
+    out = []
+    t = d.tp * 2
+    while t <= d.topo.domain and spec.count % (t * d.pp) == 0:
+        try:
+            w = _sized(d, spec, d.topo, t, 1, 1, d.spec_tokens)
+        except ConfigError:
+            break
+        out.append(Plan(w, (*plan.notes, f"tp {t}: widened, no narrower replica meets "
+                                          "the latency limits at any rate")))
+        t *= 2
+    return out
+
+
 def plan_deployment(spec: ClusterSpec, mean_input: float, mean_output: float) -> Plan:
     """The rules' deployment for ``spec`` (the first of :func:`candidates`)."""
     return candidates(spec, mean_input, mean_output)[0]
