@@ -492,11 +492,13 @@ def _latency_sample(rows: list[Setup], per_group: int = LATENCY_ROWS_PER_GROUP
 def fit(train: list[Setup], *, server: bool = True, requests: int = 1500,
         workers: int = 1, cache_dir: Path | None = None,
         latency_rows: int = LATENCY_ROWS_PER_GROUP, latency_before: str | None = None,
+        cached_inversions: bool = False,
         say: Callable[[str], None] = lambda _m: None) -> Fit:
     """Fit the parameters on ``train`` (module docstring); stage 2 inverts at most
     ``latency_rows`` systems per (architecture, scenario), of the rounds before
     ``latency_before`` only when given (a cheaper fit: their inversions are mostly
-    those an earlier step made)."""
+    those an earlier step made); with ``cached_inversions`` only the inversions already
+    in ``cache_dir`` are used (a fit cut short: stage 2 on fewer rows)."""
     offline = [s for s in train if s.row.scenario == "Offline"]
     jobs = [(p.deployment, s.inputs, s.outputs, s.samples, s.encoder)
             for s in offline for p in s.plans]
@@ -517,8 +519,10 @@ def fit(train: list[Setup], *, server: bool = True, requests: int = 1500,
                   f.offline_params(s)[0], s.row.result, requests, s.encoder) for s in lat]
         say(f"stage 2: inverting {len(ijobs)} latency rows")
         for s, got in zip(lat, _run(_invert_job, ijobs, workers, cache_dir, "inversions",
-                                    say), strict=True):
-            inverted[s.key] = got
+                                    say, cached_inversions), strict=True):
+            if got is not None:
+                inverted[s.key] = got
+        say(f"stage 2: {len(inverted)} latency rows inverted")
     f.set_inverted(inverted)
     return f
 
@@ -563,6 +567,7 @@ def forward_evaluation(
     fitted: Callable[[str, Fit], None] | None = None,
     cached_predictions: bool = False,
     latency_before: str | None = None,
+    cached_inversions: bool = False,
 ) -> CalibrationReport:
     """Fit on the rounds before each of ``rounds_`` and predict that round's rows
     (those in ``score``, default all of ``rounds_``; a round not scored is still
@@ -570,7 +575,8 @@ def forward_evaluation(
     step's fit as soon as it is made (before that step's predictions). With
     ``cached_predictions`` only the predictions already in ``cache_dir`` are scored (an
     evaluation cut short: the coverage line shows the rows left out). With
-    ``latency_before``, stage 2 inverts only latency rows of the rounds before it."""
+    ``latency_before``, stage 2 inverts only latency rows of the rounds before it; with
+    ``cached_inversions``, it uses only the inversions already in ``cache_dir``."""
     say = progress or (lambda _m: None)
     lengths = Lengths()
     results: list[RowResult] = []
@@ -594,7 +600,8 @@ def forward_evaluation(
         say(f"{rnd}: fitting on {len(train)} rows of the rounds before it")
         f = fit(train, server=server, requests=requests, workers=workers,
                 cache_dir=cache_dir, latency_rows=latency_rows,
-                latency_before=latency_before, say=say)
+                latency_before=latency_before, cached_inversions=cached_inversions,
+                say=say)
         if fitted is not None:
             fitted(rnd, f)
         step = ForwardStep(rnd, len(train), f)
