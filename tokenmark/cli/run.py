@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from tokenmark import __version__, results_api, scale_api, submission_api
+from tokenmark import __version__
 from tokenmark.adapters.inprocess import LatencyModel
 from tokenmark.adapters.openai_target import (
     DEFAULT_MAX_EVENT_BYTES,
@@ -23,20 +23,24 @@ from tokenmark.adapters.openai_target import (
     check_target,
     http_name,
 )
-from tokenmark.api import (
-    EXIT_INTERRUPTED,
-    InterruptGuard,
-    RunResult,
-    SutSpec,
-    run_benchmark,
-)
-from tokenmark.assemble import (
+from tokenmark.api import results as results_api
+from tokenmark.api import scale as scale_api
+from tokenmark.api import submission as submission_api
+from tokenmark.api.assemble import (
     WorkloadSpec,
     build_workload,
     default_api,
     http_sut_factory,
     prebuild,
     server_tokenizer,
+)
+from tokenmark.api.correctness import audit_results, hf_sut_factory
+from tokenmark.api.run import (
+    EXIT_INTERRUPTED,
+    InterruptGuard,
+    RunResult,
+    SutSpec,
+    run_benchmark,
 )
 from tokenmark.cli.app import app, bad_input, check_numbers, err, given_flags
 from tokenmark.cli.app import out as stdout
@@ -51,16 +55,15 @@ from tokenmark.config.layering import (
     default_scenario,
     read_toml,
 )
-from tokenmark.config.presets import load_round, rounds
-from tokenmark.correctness_api import audit_results, hf_sut_factory
 from tokenmark.engines.emulated import EmulatorSpec
 from tokenmark.errors import BadInputError, ConfigError
 from tokenmark.metrics.stats import Distribution
+from tokenmark.mlperf.presets import load_round, rounds
+from tokenmark.mlperf.rules import Validity, Verdict
+from tokenmark.mlperf.scenarios import build_schedule, length_note
+from tokenmark.mlperf.settings import Mode, Scenario, Seeds, TestSettings, effective
 from tokenmark.output.tables import write_csv
 from tokenmark.report import write_report
-from tokenmark.rules import Validity, Verdict
-from tokenmark.scenarios import build_schedule, length_note
-from tokenmark.settings import Mode, Scenario, Seeds, TestSettings, effective
 from tokenmark.sources.hf_tokenizer import load_hf_tokenizer
 from tokenmark.sut import SystemUnderTest
 

@@ -14,11 +14,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tokenmark import scale_api
 from tokenmark.adapters.inprocess import LatencyModel
 from tokenmark.adapters.openai_target import OpenAIConfig
-from tokenmark.api import EXIT_INVALID, EXIT_VALID, SutSpec, make_sut
-from tokenmark.assemble import WorkloadSpec, build_workload, http_sut_factory
+from tokenmark.api import scale as scale_api
+from tokenmark.api.assemble import WorkloadSpec, build_workload, http_sut_factory
+from tokenmark.api.run import EXIT_INVALID, EXIT_VALID, SutSpec, make_sut
 from tokenmark.cli.app import app, bad_input, check_numbers, err, given_flags, out
 from tokenmark.cli.run import _headers
 from tokenmark.clock import Clock
@@ -26,9 +26,9 @@ from tokenmark.config.layering import FlagsOverFile, LayeredSettings, build_sett
 from tokenmark.dataset import Dataset
 from tokenmark.engines.emulated import EmulatorSpec
 from tokenmark.errors import BadInputError, ConfigError
+from tokenmark.mlperf.settings import Scenario
 from tokenmark.scale.replicas import replicated
 from tokenmark.scale.sweep import parse_points
-from tokenmark.settings import Scenario
 from tokenmark.sut import SystemUnderTest
 
 SutFactory = Callable[[Clock], SystemUnderTest]
