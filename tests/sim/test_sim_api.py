@@ -167,7 +167,7 @@ def test_a_dense_system_failing_its_limits_at_any_rate_is_widened():
     decode a token in 10 ms (a tp2 replica reads 35 GB of weights per step at 4.8 TB/s x
     0.75 = 9.7 ms, plus 1.5 ms of step overhead), so the planner's candidates fail at any
     rate; the prediction widens the replica to tp 4 (4.9 + 1.5 ms) instead of reporting 0."""
-    from tokenmark.settings import LatencyLimits
+    from tokenmark.mlperf.settings import LatencyLimits
     from tokenmark.sim.calibration import Lengths
     from tokenmark.sim.predict import predict
 
