@@ -23,7 +23,8 @@ output for the code of 279d459) into the same tables in DIR.
 
     .venv/bin/python bench/calibrate.py [--rounds v5.1,v6.0,v6.1] [--score v5.1,v6.0]
         [--out DIR] [--offline-only] [--workers N] [--cache DIR] [--latency-rows N]
-        [--cached-predictions] [--install]
+        [--cached-predictions] [--cached-inversions]
+        [--latency-before ROUND] [--install]
     .venv/bin/python bench/calibrate.py --tables-from bench/out/forward/before
 """
 
@@ -93,6 +94,13 @@ def main() -> None:
     ap.add_argument("--latency-rows", type=int, default=LATENCY_ROWS_PER_GROUP,
                     help="stage 2 inverts at most this many systems per (architecture, "
                          "scenario), the newest rounds first (fewer: a cheaper fit)")
+    ap.add_argument("--latency-before", default=None, metavar="ROUND",
+                    help="stage 2 inverts only latency rows of the rounds before ROUND "
+                         "(e.g. v6.0: the v6.1 step reuses the v6.0 step's inversions; "
+                         "the Offline stage still fits every round before the step)")
+    ap.add_argument("--cached-inversions", action="store_true",
+                    help="with --cache: stage 2 uses only the inversions already cached "
+                         "(a fit cut short; the log says how many latency rows it used)")
     ap.add_argument("--cached-predictions", action="store_true",
                     help="with --cache: score only the predictions already cached (an "
                          "evaluation cut short; the coverage line counts what is left out)")
@@ -115,6 +123,8 @@ def main() -> None:
                     requests=args.requests, cache_dir=args.cache,
                     latency_rows=args.latency_rows,
                     cached_predictions=args.cached_predictions,
+                    latency_before=args.latency_before,
+                    cached_inversions=args.cached_inversions,
                     fitted=lambda rnd, f: write_efficiency(
                         _mkdir(args.out) / f"efficiency_before_{rnd}.csv", f.table()),
                     progress=lambda m: print(f"[{time.perf_counter() - t:7.1f} s] {m}",

@@ -1,8 +1,10 @@
 """The seed's ratios, predicted by the simulator beside the published v6.1 figures.
 
 Predicts, through the one prediction path (tokenmark/sim/predict.py) with the shipped
-parameters (tokenmark/data/efficiency.csv: fitted on v6.0 and earlier) or those of a
-calibration output folder (``--efficiency DIR/efficiency.csv``), under the v6.1 rules:
+parameters (tokenmark/data/efficiency.csv: still the v4.1-v5.1 fit, docs/reference.md
+says why) or those of a calibration output folder (``--efficiency DIR/efficiency.csv``;
+bench/out/forward/after_v6.1_offline/efficiency.csv is the fit on v6.0 and earlier),
+under the v6.1 rules:
 
 - Vera Rubin NVL72 (72 x VR200) against GB300 NVL72 (72 x GB300) on DeepSeek-R1
   Interactive and Qwen3-VL Interactive;

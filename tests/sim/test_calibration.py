@@ -218,3 +218,23 @@ def test_offline_trace_counts_the_answers_tokens_under_beam_search():
     inp, out = np.full(50, 800), np.full(50, 40)
     n = offline_trace(d, inp, out, samples=True).units  # the requests it ran
     assert n >= 8192 and offline_trace(d, inp, out).units == pytest.approx(40 * n)
+
+
+def test_latency_rows_are_predicted_in_turn_per_benchmark_scenario_and_architecture():
+    """An evaluation cut short has scored a spread of the groups: the first rows
+    predicted are one of each (benchmark, scenario, architecture), then the second..."""
+    from types import SimpleNamespace
+
+    from tokenmark.sim.calibration import _interleaved
+
+    def item(bench: str, scenario: str, arch: str, n: int) -> tuple[object, object]:
+        row = SimpleNamespace(benchmark=bench, scenario=scenario, index=n)
+        return (n, SimpleNamespace(row=row, arch=arch))
+
+    test = [item("a", "Server", "X", 0), item("a", "Server", "X", 1),
+            item("a", "Server", "X", 2), item("b", "Server", "X", 3),
+            item("a", "Interactive", "Y", 4), item("b", "Server", "X", 5)]
+    got = [n for n, _ in _interleaved(test)]  # type: ignore[arg-type]
+    # groups sorted: (a, Interactive, Y), (a, Server, X), (b, Server, X)
+    assert got == [4, 0, 3, 1, 5, 2]
+    assert sorted(got) == list(range(6))

@@ -155,3 +155,27 @@ def test_moe_layouts_are_searched_with_and_without_the_draft():
     before = candidates(ClusterSpec("GB300", "deepseek-r1", nodes=18, per_node=4,
                                     efficiency=EFF, rules_round="v5.1"), 700, 3700)
     assert not any(p.deployment.spec_tokens for p in before)  # v5.1 rules: no draft
+    # the rules allow the draft in Interactive only (never Offline or Server)
+    for scenario, drafted in (("Interactive", 3), ("Server", 0), ("Offline", 0)):
+        got = candidates(ClusterSpec("GB300", "deepseek-r1", nodes=18, per_node=4,
+                                     efficiency=EFF, rules_round="v6.1"), 700, 3700, scenario)
+        assert sum(bool(p.deployment.spec_tokens) for p in got) == drafted
+
+
+def test_a_dense_system_failing_its_limits_at_any_rate_is_widened():
+    """Llama2-70B FP8 on 8 H200 at a 10 ms TPOT limit: one or two H200 per replica cannot
+    decode a token in 10 ms (a tp2 replica reads 35 GB of weights per step at 4.8 TB/s x
+    0.75 = 9.7 ms, plus 1.5 ms of step overhead), so the planner's candidates fail at any
+    rate; the prediction widens the replica to tp 4 (4.9 + 1.5 ms) instead of reporting 0."""
+    from tokenmark.mlperf.settings import LatencyLimits
+    from tokenmark.sim.calibration import Lengths
+    from tokenmark.sim.predict import predict
+
+    inp, out, _ = Lengths().get("llama2-70b-99")
+    spec = ClusterSpec("H200", "llama2-70b-99", nodes=1, per_node=8, efficiency=EFF,
+                       precision="fp8")
+    p = predict(spec, "Interactive", inp, out, offline_eff=EFF,
+                limits=LatencyLimits(ttft_ns=450_000_000, tpot_ns=10_000_000), requests=200)
+    assert [v for _, v in p.tried[:2]] == [0.0, 0.0]  # the planner's tp 1 and tp 2
+    assert p.binding == "latency limits" and p.value > 0
+    assert p.plan.deployment.tp == 4 and p.plan.deployment.replicas == 2

@@ -138,8 +138,20 @@ class Deployment:
     @property
     def compute_dtype(self) -> Precision:
         """The precision the matmuls run at (weight-only quantisation where the
-        accelerator does not compute the weight format)."""
-        return self.accelerator.compute_precision(self.precision)
+        accelerator does not compute the weight format).
+
+        A model whose FP4 weights are multiplied with wider activations
+        (:attr:`~tokenmark.perfmodel.hardware.ModelArch.fp4_activations`: gpt-oss's
+        MXFP4 experts, whose kernels are W4A8 with FP8 activations on an FP4 path and
+        W4A16 without one) runs at that width where the accelerator has an FP4 path
+        and at BF16 where it has none."""
+        native = self.accelerator.compute_precision(self.precision)
+        act = self.model.fp4_activations
+        if act is None or self.precision is not Precision.FP4:
+            return native
+        if native is Precision.FP4:
+            return act if self.accelerator.tflops.get(act.value) else native
+        return Precision.BF16 if self.accelerator.tflops.get("bf16") else native
 
     @property
     def tokens_per_step(self) -> float:

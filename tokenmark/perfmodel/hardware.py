@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import StrEnum
 from functools import cache
 from importlib import resources
@@ -166,6 +166,23 @@ class ModelArch:
     mla: bool = False  # DeepSeek's multi-head latent attention (compressed KV)
     sliding_window_half: bool = False  # gpt-oss: half the layers attend to 128 tokens
     draft: Draft | None = None  # its own draft for speculative decoding (drafts.csv)
+    #: The activation format its FP4 weights are multiplied with where the accelerator
+    #: has an FP4 path (None: FP4 too, W4A4 as NVFP4 checkpoints run); see
+    #: :attr:`~tokenmark.perfmodel.Deployment.compute_dtype`.
+    fp4_activations: Precision | None = None
+
+    def __getstate__(self) -> list[object]:
+        # a model without fp4_activations pickles as before the field existed, so the
+        # calibration caches keyed on pickled deployments keep their keys
+        state = [getattr(self, f.name) for f in fields(self)]
+        return state[:-1] if self.fp4_activations is None else state
+
+    def __setstate__(self, state: list[object]) -> None:
+        names = [f.name for f in fields(self)]
+        for name, value in zip(names, state, strict=False):
+            object.__setattr__(self, name, value)
+        if len(state) < len(names):
+            object.__setattr__(self, "fp4_activations", None)
 
     @property
     def is_moe(self) -> bool:
@@ -348,6 +365,8 @@ def models() -> dict[str, ModelArch]:
             mla="mla" in note,
             sliding_window_half="sliding" in note,
             draft=drafts.get(r["model"]),
+            fp4_activations=Precision.parse(r["fp4_activations"])
+            if r.get("fp4_activations") else None,
         )
     return out
 

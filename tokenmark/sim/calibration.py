@@ -168,7 +168,7 @@ def prepare(row: PublishedRow, lengths: Lengths) -> Setup | str:
                        per_node=per_node, precision=row.precision, stack=row.stack,
                        efficiency=UNIT, rules_round=row.round)
     try:
-        plans = candidates(spec, float(inp.mean()), float(out.mean()))
+        plans = candidates(spec, float(inp.mean()), float(out.mean()), row.scenario)
     except ConfigError as e:
         return f"does not fit as planned: {e}"
     limits = limits_for(row.benchmark, row.scenario, row.round)
@@ -491,10 +491,14 @@ def _latency_sample(rows: list[Setup], per_group: int = LATENCY_ROWS_PER_GROUP
 
 def fit(train: list[Setup], *, server: bool = True, requests: int = 1500,
         workers: int = 1, cache_dir: Path | None = None,
-        latency_rows: int = LATENCY_ROWS_PER_GROUP,
+        latency_rows: int = LATENCY_ROWS_PER_GROUP, latency_before: str | None = None,
+        cached_inversions: bool = False,
         say: Callable[[str], None] = lambda _m: None) -> Fit:
     """Fit the parameters on ``train`` (module docstring); stage 2 inverts at most
-    ``latency_rows`` systems per (architecture, scenario)."""
+    ``latency_rows`` systems per (architecture, scenario), of the rounds before
+    ``latency_before`` only when given (a cheaper fit: their inversions are mostly
+    those an earlier step made); with ``cached_inversions`` only the inversions already
+    in ``cache_dir`` are used (a fit cut short: stage 2 on fewer rows)."""
     offline = [s for s in train if s.row.scenario == "Offline"]
     jobs = [(p.deployment, s.inputs, s.outputs, s.samples, s.encoder)
             for s in offline for p in s.plans]
@@ -508,14 +512,17 @@ def fit(train: list[Setup], *, server: bool = True, requests: int = 1500,
     f = Fit(train, traces)
     say(f"stage 1: size exponent {f.alpha}")
     if server:
-        lat = _latency_sample([s for s in train if s.row.scenario != "Offline" and s.limits],
-                              latency_rows)
+        lat = _latency_sample([s for s in train if s.row.scenario != "Offline" and s.limits
+                               and (latency_before is None or round_key(s.row.round)
+                                    < round_key(latency_before))], latency_rows)
         ijobs = [(_deployments(s), s.inputs, s.outputs, s.limits, s.samples,
                   f.offline_params(s)[0], s.row.result, requests, s.encoder) for s in lat]
         say(f"stage 2: inverting {len(ijobs)} latency rows")
         for s, got in zip(lat, _run(_invert_job, ijobs, workers, cache_dir, "inversions",
-                                    say), strict=True):
-            inverted[s.key] = got
+                                    say, cached_inversions), strict=True):
+            if got is not None:
+                inverted[s.key] = got
+        say(f"stage 2: {len(inverted)} latency rows inverted")
     f.set_inverted(inverted)
     return f
 
@@ -531,6 +538,21 @@ class ForwardStep:
     results: list[RowResult] = field(default_factory=list)
 
 
+def _interleaved(test: list[tuple[RowResult, Setup]]) -> list[tuple[RowResult, Setup]]:
+    """``test`` taken in turn from each (benchmark, scenario, architecture), so that an
+    evaluation cut short (``cached_predictions``) has scored a spread of them rather
+    than the first benchmarks of the table."""
+    by: dict[tuple[str, str, str], list[tuple[RowResult, Setup]]] = defaultdict(list)
+    for item in test:
+        s = item[1]
+        by[(s.row.benchmark or "", s.row.scenario, s.arch)].append(item)
+    queues = [by[k] for k in sorted(by)]
+    out: list[tuple[RowResult, Setup]] = []
+    for i in range(max((len(q) for q in queues), default=0)):
+        out.extend(q[i] for q in queues if i < len(q))
+    return out
+
+
 def forward_evaluation(
     rows: list[PublishedRow],
     rounds_: Iterable[str] = FORWARD_ROUNDS,
@@ -544,13 +566,17 @@ def forward_evaluation(
     progress: Callable[[str], None] | None = None,
     fitted: Callable[[str, Fit], None] | None = None,
     cached_predictions: bool = False,
+    latency_before: str | None = None,
+    cached_inversions: bool = False,
 ) -> CalibrationReport:
     """Fit on the rounds before each of ``rounds_`` and predict that round's rows
     (those in ``score``, default all of ``rounds_``; a round not scored is still
     fitted for, so the newest step's fit is the one shipped). ``fitted`` is told each
     step's fit as soon as it is made (before that step's predictions). With
     ``cached_predictions`` only the predictions already in ``cache_dir`` are scored (an
-    evaluation cut short: the coverage line shows the rows left out)."""
+    evaluation cut short: the coverage line shows the rows left out). With
+    ``latency_before``, stage 2 inverts only latency rows of the rounds before it; with
+    ``cached_inversions``, it uses only the inversions already in ``cache_dir``."""
     say = progress or (lambda _m: None)
     lengths = Lengths()
     results: list[RowResult] = []
@@ -573,7 +599,9 @@ def forward_evaluation(
         test = [(rr, s) for rr, s in setups if s.row.round == rnd]
         say(f"{rnd}: fitting on {len(train)} rows of the rounds before it")
         f = fit(train, server=server, requests=requests, workers=workers,
-                cache_dir=cache_dir, latency_rows=latency_rows, say=say)
+                cache_dir=cache_dir, latency_rows=latency_rows,
+                latency_before=latency_before, cached_inversions=cached_inversions,
+                say=say)
         if fitted is not None:
             fitted(rnd, f)
         step = ForwardStep(rnd, len(train), f)
@@ -599,7 +627,7 @@ def forward_evaluation(
             step.results.append(rr)
         jobs = []
         todo = []
-        for rr, s in test:
+        for rr, s in _interleaved(test):
             if s.row.scenario == "Offline" or not server:
                 continue
             off_eff, used = f.offline_params(s)

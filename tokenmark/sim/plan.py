@@ -25,7 +25,8 @@ and where they tune per scenario, by trying the candidates and keeping the best:
   experts spread over the group; (c) "wide" expert parallelism over a whole scale-up
   domain larger than a node (``dp = ep =`` the NVL72 rack's 72);
 - **speculative decoding** with the model's own draft (DeepSeek-R1's MTP head,
-  ``drafts.csv``), from the round whose rules allow it: each layout with and without it;
+  ``drafts.csv``), from the round whose rules allow it and in Interactive only (the
+  closed division allows no draft in Offline or Server): each layout with and without it;
 - **replicas**: every accelerator is used, so ``count / (tp x dp x pp)`` must be a
   whole number;
 - **max_num_seqs**: 1024 per attention group (TensorRT-LLM's and vLLM's large-batch
@@ -204,22 +205,36 @@ def _sized(base: Deployment, spec: ClusterSpec, topo: Topology, tp: int, dp: int
     return d
 
 
-def _draft_tokens(spec: ClusterSpec, model: ModelArch) -> tuple[int, ...]:
+#: The scenarios whose rules allow speculative decoding: MLPerf's closed division allows
+#: it only in DeepSeek-R1 Interactive (EAGLE-style with the R1 MTP head) and
+#: GPT-OSS-120B Interactive (EAGLE3), never Offline or Server (the rules' required
+#: generation parameters; /work/shared/mlperf/digest.md section 2.3).
+DRAFT_SCENARIOS = frozenset({"Interactive"})
+
+
+def _draft_tokens(spec: ClusterSpec, model: ModelArch, scenario: str | None
+                  ) -> tuple[int, ...]:
     """The speculative-decoding settings to try: none, and the model's own draft where
-    the round's rules allow it."""
+    the rules allow it (from its round, in :data:`DRAFT_SCENARIOS`; ``scenario`` None:
+    any)."""
     if spec.spec_tokens is not None:
         return (spec.spec_tokens,)
     draft = model.draft
     if draft is None or (spec.rules_round is not None
                          and round_key(spec.rules_round) < round_key(draft.from_round)):
         return (0,)
+    if scenario is not None and scenario not in DRAFT_SCENARIOS:
+        return (0,)
     return (0, draft.tokens)
 
 
-def candidates(spec: ClusterSpec, mean_input: float, mean_output: float) -> list[Plan]:
-    """Every layout the rules allow for ``spec`` that fits (module docstring), the
-    rules' own choice first. Raises :class:`~tokenmark.errors.ConfigError` naming the
-    numbers when none does."""
+def candidates(spec: ClusterSpec, mean_input: float, mean_output: float,
+               scenario: str | None = None) -> list[Plan]:
+    """Every layout the rules allow for ``spec`` that fits (module docstring) in
+    ``scenario`` (default ``spec.scenario``; None: every technique), the rules' own
+    choice first. Raises :class:`~tokenmark.errors.ConfigError` naming the numbers
+    when none does."""
+    scenario = scenario or spec.scenario
     notes: list[str] = []
     base, topo = _base(spec, notes)
     m = base.model
@@ -248,7 +263,7 @@ def candidates(spec: ClusterSpec, mean_input: float, mean_output: float) -> list
     plans: list[Plan] = []
     first_error: ConfigError | None = None
     for tp, dp, ep, why in layouts:
-        for s in _draft_tokens(spec, m):
+        for s in _draft_tokens(spec, m, scenario):
             try:
                 d = _sized(base, spec, topo, tp, dp, ep, s)
             except ConfigError as e:
@@ -265,6 +280,29 @@ def candidates(spec: ClusterSpec, mean_input: float, mean_output: float) -> list
         assert first_error is not None
         raise first_error
     return plans
+
+
+def widened(plan: Plan, spec: ClusterSpec) -> list[Plan]:
+    """Wider tensor-parallel replicas of a dense ``plan`` (two, four... times its tp,
+    up to the scale-up domain, dividing the accelerators), for a latency scenario whose
+    candidates fail its limits at any rate: a replica's step time falls with its tp, and
+    submitters meet Interactive limits with wider replicas than Offline's. Empty for a
+    mixture-of-experts plan (its candidates already reach the whole domain) or one
+    whose layout was given."""
+    d = plan.deployment
+    if d.model.is_moe or spec.tp is not None or spec.dp is not None or spec.ep is not None:
+        return []
+    out = []
+    t = d.tp * 2
+    while t <= d.topo.domain and spec.count % (t * d.pp) == 0:
+        try:
+            w = _sized(d, spec, d.topo, t, 1, 1, d.spec_tokens)
+        except ConfigError:
+            break
+        out.append(Plan(w, (*plan.notes, f"tp {t}: widened, no narrower replica meets "
+                                          "the latency limits at any rate")))
+        t *= 2
+    return out
 
 
 def plan_deployment(spec: ClusterSpec, mean_input: float, mean_output: float) -> Plan:

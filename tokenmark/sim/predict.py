@@ -37,7 +37,7 @@ from tokenmark.mlperf.settings import LatencyLimits
 from tokenmark.perfmodel import Deployment, Efficiency, ReplicaEngine, find_accelerator
 from tokenmark.sim.fit import OfflineTrace, predict_rate
 from tokenmark.sim.params import efficiency_for
-from tokenmark.sim.plan import ClusterSpec, Plan, candidates
+from tokenmark.sim.plan import ClusterSpec, Plan, candidates, widened
 from tokenmark.sim.search import max_server_rate, replica_offline_rate
 
 __all__ = ["OFFLINE_SECONDS", "SIZING", "UNIT", "Prediction", "calibrated", "deployment_key",
@@ -173,7 +173,7 @@ def predict(spec: ClusterSpec, scenario: str, inputs: np.ndarray, outputs: np.nd
     ``latency_eff`` are the calibrated parameters of the Offline rows and of the
     scenario; ``plans`` the candidates when already made; ``encoder`` each sample's
     vision-encoder FLOPs (vision-language models)."""
-    plans = plans or candidates(spec, float(inputs.mean()), float(outputs.mean()))
+    plans = plans or candidates(spec, float(inputs.mean()), float(outputs.mean()), scenario)
     if scenario == "Offline" or limits is None:
         tried = [(p.deployment.label, offline_rate(p.deployment, inputs, outputs, offline_eff,
                                                    samples=samples, encoder=encoder))
@@ -192,6 +192,17 @@ def predict(spec: ClusterSpec, scenario: str, inputs: np.ndarray, outputs: np.nd
     value, ok = server_rate(d, inputs, outputs, limits, eff, samples=samples,
                             requests=requests, rel_tol=FINAL_TOL, encoder=encoder)
     bound = offline_rate(d, inputs, outputs, offline_eff, samples=samples, encoder=encoder)
+    if not ok:  # widen the widest dense replica (plan.widened) until one meets them
+        widest = max(plans, key=lambda q: q.deployment.tp)
+        for w in widened(widest, spec):
+            v, ok = server_rate(w.deployment, inputs, outputs, limits, eff, samples=samples,
+                                requests=requests, rel_tol=FINAL_TOL, encoder=encoder)
+            screened.append((w.deployment.label, v))
+            if ok:
+                plan, d, value = w, w.deployment, v
+                bound = offline_rate(d, inputs, outputs, offline_eff, samples=samples,
+                                     encoder=encoder)
+                break
     if not ok:
         return Prediction(0.0, plan, "fails the limits at any rate", bound, tuple(screened),
                           0.0)

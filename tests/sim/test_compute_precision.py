@@ -1,0 +1,64 @@
+"""The precision a deployment's matmuls run at: gpt-oss-120b's MXFP4 experts are
+multiplied with FP8 activations on an FP4 path (W4A8) and dequantised to BF16 without
+one (W4A16), while NVFP4 checkpoints (DeepSeek-R1, Llama) run W4A4. Step compute times
+checked against the accelerators' dense figures in accelerators.csv by hand."""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import replace
+
+import pytest
+
+from tokenmark.perfmodel import Deployment
+from tokenmark.perfmodel.cost import CostModel
+from tokenmark.perfmodel.hardware import Precision, find_accelerator, find_model
+
+OSS = find_model("gpt-oss-120b")
+R1 = find_model("deepseek-r1")
+
+
+@pytest.mark.parametrize(("acc", "oss", "r1"), [
+    ("B300", Precision.FP8, Precision.FP4),
+    ("GB300", Precision.FP8, Precision.FP4),
+    ("MI355X", Precision.FP8, Precision.FP4),
+    ("H200", Precision.BF16, Precision.FP8),  # no FP4 path: W4A16 for gpt-oss
+])
+def test_the_matmul_precision_of_fp4_weights(acc: str, oss: Precision, r1: Precision) -> None:
+    a = find_accelerator(acc)
+    assert Deployment(a, OSS, Precision.FP4).compute_dtype is oss
+    assert Deployment(a, R1, Precision.FP4).compute_dtype is r1
+    # wider weights are untouched by the FP4 rule
+    assert Deployment(a, OSS, Precision.FP8).compute_dtype is Precision.FP8
+
+
+@pytest.mark.parametrize(("acc", "ratio"), [
+    ("B300", 13500 / 4500),  # FP4 and FP8 dense TFLOPS of accelerators.csv
+    ("MI355X", 10000 / 5000),
+])
+def test_a_prefill_step_costs_the_fp8_rate(acc: str, ratio: float) -> None:
+    """A 4096-token prefill chunk: compute at 100% efficiency is its FLOPs over the dense
+    peak, so W4A8 takes FP4/FP8 peak times as long as W4A4 would."""
+    a = find_accelerator(acc)
+    w4a8 = CostModel(Deployment(a, OSS, Precision.FP4)).components(
+        4096, 4096 * 4097 / 2, 0.0, 1, 0, 0.0)
+    w4a4 = CostModel(Deployment(a, replace(OSS, fp4_activations=None), Precision.FP4)
+                     ).components(4096, 4096 * 4097 / 2, 0.0, 1, 0, 0.0)
+    assert w4a8.compute0_ns / w4a4.compute0_ns == pytest.approx(ratio, rel=1e-12)
+    assert w4a8.memory0_ns == pytest.approx(w4a4.memory0_ns, rel=1e-12)  # same bytes
+    # by hand: FLOPs = 2 x body x tokens + 2 x vocab x hidden (the chunk's last token)
+    # + attention pairs; at FP8 4500 TFLOPS on B300
+    if acc == "B300":
+        m = OSS
+        flops = (2 * m.body_params * 4096 + 2 * m.head_params
+                 + m.attention_flops_per_pair(decode=False) * 4096 * 4097 / 2)
+        assert w4a8.compute0_ns == pytest.approx(flops / 4500e12 * 1e9, rel=1e-9)
+
+
+def test_pickles_of_models_without_the_rule_are_unchanged() -> None:
+    """Calibration caches key on pickled deployments: a model without fp4_activations
+    pickles as its fields before the field existed, and both forms load back."""
+    state = R1.__getstate__()
+    assert len(state) == len(OSS.__getstate__()) - 1
+    assert pickle.loads(pickle.dumps(R1)) == R1
+    assert pickle.loads(pickle.dumps(OSS)) == OSS
