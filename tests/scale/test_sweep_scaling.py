@@ -11,11 +11,11 @@ from tests.scale.support import SERVICE_S, capacity, constant_settings, fixed_da
 from tokenmark.adapters.inprocess import LatencyModel, LatencyModelSUT
 from tokenmark.config.layering import build_settings
 from tokenmark.errors import BadInputError
-from tokenmark.scale.replicas import replicated
 from tokenmark.scale.scaling import efficiency, t95
 from tokenmark.scale.sweep import pareto_front, parse_points
 from tokenmark.scale_api import scaling_run, sweep
 from tokenmark.settings import Scenario
+from tokenmark.suts import replicated
 
 
 def test_rate_sweep_throughput_goodput_and_pareto(tmp_path):

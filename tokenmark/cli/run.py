@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -15,54 +14,21 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from tokenmark import __version__, results_api, scale_api, submission_api
-from tokenmark.adapters.inprocess import LatencyModel
-from tokenmark.adapters.openai_target import (
-    DEFAULT_MAX_EVENT_BYTES,
-    OpenAIConfig,
-    check_target,
-    http_name,
-)
-from tokenmark.api import (
-    EXIT_INTERRUPTED,
-    InterruptGuard,
-    RunResult,
-    SutSpec,
-    run_benchmark,
-)
-from tokenmark.assemble import (
-    WorkloadSpec,
-    build_workload,
-    default_api,
-    http_sut_factory,
-    prebuild,
-    server_tokenizer,
-)
+from tokenmark import __version__
+from tokenmark.adapters.sse import DEFAULT_MAX_EVENT_BYTES
 from tokenmark.cli.app import app, bad_input, check_numbers, err, given_flags
 from tokenmark.cli.app import out as stdout
-from tokenmark.cli.progress import ProgressMode, progress_view
-from tokenmark.cli.trust import manifest_plan, run_watchers
-from tokenmark.clock import Clock
-from tokenmark.compliance.audit import apply_audit, audit_for
-from tokenmark.config.layering import (
-    DEMO_MAX_OUTPUT_TOKENS,
-    FlagsOverFile,
-    build_settings,
-    default_scenario,
-    read_toml,
-)
-from tokenmark.config.presets import load_round, rounds
-from tokenmark.correctness_api import audit_results, hf_sut_factory
-from tokenmark.engines.emulated import EmulatorSpec
-from tokenmark.errors import BadInputError, ConfigError
-from tokenmark.metrics.stats import Distribution
-from tokenmark.output.tables import write_csv
-from tokenmark.report import write_report
-from tokenmark.rules import Validity, Verdict
-from tokenmark.scenarios import build_schedule, length_note
-from tokenmark.settings import Mode, Scenario, Seeds, TestSettings, effective
-from tokenmark.sources.hf_tokenizer import load_hf_tokenizer
-from tokenmark.sut import SystemUnderTest
+from tokenmark.cli.progress import ProgressMode
+from tokenmark.errors import EXIT_INTERRUPTED, BadInputError, ConfigError
+
+# Everything else loads where it is used: `tokenmark run` imports only the run path before
+# its first request (no results store, SQLAlchemy, pydantic, report, packaging or
+# accuracy code; tests/unit/test_lazy_imports.py).
+if TYPE_CHECKING:
+    from tokenmark.api import InterruptGuard, RunResult
+    from tokenmark.metrics.stats import Distribution
+    from tokenmark.rules import Verdict
+    from tokenmark.settings import TestSettings
 
 WL = "Workload"
 TG = "HTTP target"
@@ -350,61 +316,22 @@ def run(
 
     Example: tokenmark run --benchmark llama3.1-8b --scenario Server --profile demo --qps 30
     """
+    from tokenmark import suts
+    from tokenmark.api import InterruptGuard, run_benchmark
+    from tokenmark.assemble import build_workload, default_api, prebuild, server_tokenizer
+    from tokenmark.cli.progress import progress_view
+    from tokenmark.cli.trust import manifest_plan, run_watchers
+    from tokenmark.compliance.audit import apply_audit, audit_for
+    from tokenmark.config.layering import DEMO_MAX_OUTPUT_TOKENS
+    from tokenmark.config.runspec import RunSpec
+    from tokenmark.settings import Mode, effective
+    from tokenmark.sources.hf_tokenizer import load_hf_tokenizer
+
     try:
         check_numbers(ctx.params)
-        doc = read_toml(config) if config else {}
-        # a flag the user gave beats the file's key (README: "flags override both")
-        given = given_flags(ctx)
-        rn = FlagsOverFile(doc.get("run", {}), given)
-        ds = FlagsOverFile(doc.get("dataset", {}), given)
-        tg = FlagsOverFile(doc.get("target", {}), given)
-        su = FlagsOverFile(doc.get("sut", {}), given)
-        round_name = rn("round_", round_, "round") or "v6.0"
-        bench = rn("benchmark", benchmark) or "llama3.1-8b"
-        sc_text = rn("scenario", scenario) or ""
-        sc = Scenario.parse(sc_text) if sc_text else None
-        trace_path = ds("trace", trace)
-        trace = None if trace_path is None else Path(trace_path)
-        if trace is not None:
-            if sc not in (None, Scenario.TRACE):
-                raise ConfigError(f"--trace replays the trace's own timing; drop --scenario "
-                                  f"{sc.value}")
-            sc = Scenario.TRACE
-        if sc is None:
-            sc = default_scenario(round_name, bench)
-        prof = rn("profile", profile) or ""
-        overrides: dict[str, Any] = {
-            "min_duration_ms": None if min_duration is None else int(min_duration * 1000),
-            "max_duration_ms": None if max_duration is None else int(max_duration * 1000),
-            "min_query_count": min_queries,
-            "max_query_count": max_queries,
-            "ttft_latency_ms": ttft_ms,
-            "tpot_latency_ms": tpot_ms,
-            "target_latency_ms": e2e_ms,
-            "target_latency_percentile": None if percentile is None else percentile / 100,
-            "concurrency": concurrency,
-            "max_concurrency": max_concurrency,
-            "burstiness": burstiness,
-            "warmup_ms": None if warmup is None else int(warmup * 1000),
-            "cooldown_ms": None if cooldown is None else int(cooldown * 1000),
-            "send_lag_limit_ms": send_lag_limit_ms,
-            "error_rate_limit": error_rate_limit,
-        }
-        if dataset_size is not None:
-            overrides["performance_sample_count"] = dataset_size
-            overrides["total_sample_count"] = dataset_size
-        if qps is not None:
-            key = "offline_expected_qps" if sc is Scenario.OFFLINE else "target_qps"
-            overrides[key] = qps
-        if mode != "performance" or "mode" in given:  # --mode performance beats a file's
-            overrides["mode"] = mode
-        seeds = None
-        if seed is not None:
-            seeds = Seeds(qsl=seed, sample_index=seed + 1, schedule=seed + 2)
-        layered = build_settings(
-            round_name, bench, sc, profile=prof, toml=doc, toml_name=str(config or ""),
-            user_conf=user_conf, overrides=overrides, seeds=seeds,
-        )
+        # the one translation of flags (and the --config file under them) into a run spec
+        rs = RunSpec.from_options(ctx.params, given_flags(ctx), config=config)
+        layered = rs.settings()
         if audit is not None and loadgen != "official":  # LoadGen applies its audit.config
             layered = replace(layered, settings=apply_audit(layered.settings,
                                                             audit_for(audit)))
@@ -412,52 +339,14 @@ def run(
         if plan is not None:
             layered = plan.layered
         logs_outputs = layered.settings.mode is Mode.ACCURACY or audit is not None
-        data_path = ds("dataset", dataset, "path")
-        spec_w = WorkloadSpec(
-            size=ds("dataset_size", dataset_size, "size"),
-            input_lengths=ds("input_len", input_len, "input"),
-            output_lengths=ds("output_len", output_len, "output"),
-            prefix_groups=ds("prefix_groups", prefix_groups),
-            prefix_tokens=ds("prefix_len", prefix_len),
-            conversations=ds("conversations", conversations),
-            turns=str(ds("turns", turns)),
-            system_tokens=ds("system_len", system_len),
-            dataset=None if data_path is None else Path(data_path),
-            fmt=ds("dataset_format", dataset_format, "format"),
-            columns=ds("columns", columns),
-            allow_pickle=allow_pickle,
-            sharegpt_turns=ds("sharegpt_turns", sharegpt_turns),
-            mlperf_output=ds("mlperf_output", mlperf_output),
-            limit=ds("limit", limit),
-            max_context=ds("max_context", max_context),
-            skip_long=skip_long_prompts,
-            tokenizer=ds("tokenizer", tokenizer),
-            chat_template=bool(ds("chat_template", chat_template)),
-            chat_template_file=chat_template_file,
-            images_per_request=ds("images_per_request", images_per_request),
-            image_size=ds("image_size", image_size),
-            image_dir=image_dir,
-            verify_images=verify_images,
-            trace=trace,
-            trace_format=ds("trace_format", trace_format),
-            trace_speedup=trace_speedup,
-            trace_sort=trace_sort,
-            seed=seed or 0,
-        )
+        spec_w = rs.dataset if plan is None else plan.spec
         if plan is not None:
-            spec_w = plan.spec
-        urls = tuple(tg("url", url, "urls") or ())
-        model = tg("model", model) or ""
-        api_key_env = tg("api_key_env", api_key_env)
-        ca_file = tg("ca_file", ca_file) or ""
-        headers = _headers([*(header or []), *doc.get("target", {}).get("headers", [])])
+            rs = replace(rs, dataset=spec_w)
+        tg = rs.target
         served_tok = None
-        if spec_w.tokenizer == "server" and urls:
-            served_tok = server_tokenizer(OpenAIConfig(
-                urls=urls, model=model, api_key_env=api_key_env, headers=headers,
-                verify_tls=verify_tls, ca_file=ca_file, connect_timeout_s=connect_timeout))
-        api = default_api(tg("api", api) or "", spec_w,
-                          layered.preset.name)
+        if spec_w.tokenizer == "server" and tg.urls:
+            served_tok = server_tokenizer(suts.http_config(rs))
+        api = default_api(tg.api, spec_w, layered.preset.name)
         workload = build_workload(spec_w, layered, served_tok)
         if served_tok is not None:
             n_built = prebuild(workload.dataset)
@@ -467,74 +356,26 @@ def run(
                           highlight=False)
             served_tok.close()
         effective(layered.settings, len(workload.dataset))  # bad settings fail before any output
-        latency_flags = (sut_ttft_ms, sut_tpot_ms, sut_max_batch, sut_batch_slope)
-        sut_ttft_ms = su("sut_ttft_ms", sut_ttft_ms, "ttft_ms")
-        sut_tpot_ms = su("sut_tpot_ms", sut_tpot_ms, "tpot_ms")
-        sut_max_batch = su("sut_max_batch", sut_max_batch, "max_batch")
-        sut_batch_slope = su("sut_batch_slope", sut_batch_slope, "batch_slope")
-        lm = LatencyModel(
-            ttft_ns=int((50.0 if sut_ttft_ms is None else sut_ttft_ms) * 1e6),
-            tpot_ns=int((10.0 if sut_tpot_ms is None else sut_tpot_ms) * 1e6),
-            max_batch=sut_max_batch or 0,
-            batch_slope=sut_batch_slope or 0.0,
-        )
-        sut = su("sut", sut, "kind")
-        kind = sut or (
-            "latency-model" if any(x is not None for x in latency_flags) else "emulated")
-        emu = EmulatorSpec(
-            accelerator=su("accelerator", accelerator) or "H200", model=layered.preset.name,
-            precision=su("precision", precision) or "", tp=su("tp", tp) or 0,
-            replicas=su("replicas", replicas) or 0,
-            accelerators=su("accelerators", accelerators) or 0)
-        if kind == "emulated":
-            emu.deployment()  # an unknown name or a model that does not fit fails here
-        conns = layered.settings.concurrency or layered.settings.max_concurrency or 0
-        spec: SutSpec | Callable[[Clock], SystemUnderTest] = SutSpec(
-            kind=kind, model=lm, emulator=emu, api=api, stream=stream, preconnect=conns,
-            # outputs are logged: the client keeps the emulator's text (its token ids);
-            # --pool-size caps the connections to the emulated server too (an Offline
-            # query of 26,736 samples opened one each: past the machine's open-file limit)
-            client=OpenAIConfig(urls=("http://emulated",), api=api, stream=stream,
-                                preconnect=conns, keep_text=logs_outputs,
-                                pool_size=pool_size)
-            if logs_outputs or pool_size else None)
-        if sut == "hf":
-            spec = hf_sut_factory(Path(su("model_dir", model_dir) or ""))
-        if urls:
-            conc = layered.settings.concurrency or layered.settings.max_concurrency
-            cfg = OpenAIConfig(
-                urls=urls, api=api, stream=tg("stream", stream),
-                model=model, api_key_env=api_key_env, headers=headers,
-                verify_tls=verify_tls, ca_file=ca_file,
-                connect_timeout_s=connect_timeout, first_token_timeout_s=first_token_timeout,
-                request_timeout_s=request_timeout, pool_size=pool_size,
-                preconnect=conc if preconnect is None else preconnect,
-                spare_connections=spare_connections,
-                routing=tg("routing", routing), max_tokens=max_tokens,
-                ignore_eos=bool(tg("ignore_eos", ignore_eos)),
-                temperature=tg("temperature", temperature),
-                include_usage=include_usage, extra_body=tg("extra_body", extra_body) or "",
-                tokenizer="" if spec_w.tokenizer in ("builtin", "server") else spec_w.tokenizer,
-                check_models=model_check,
-                keep_text=logs_outputs,
-                max_event_bytes=max_event_bytes,
-                length_probe=length_probe,
-            )
-            if logs_outputs and spec_w.tokenizer in ("builtin", "server"):
-                raise ConfigError("logging outputs of an HTTP target needs the model's "
-                                  "tokenizer to turn text into token ids; give --tokenizer PATH")
-            if plan is not None and plan.sampling is not None:
-                cfg = plan.sampling.apply(cfg)
-            cfg = check_target(cfg)
-            if spec_w.tokenizer == "builtin" and not cfg.served_by.startswith("tokenmark/") \
-                    and not quiet and not json_out:
-                err.print(f"[yellow]warning:[/] prompts are measured with tokenmark's built-in "
-                          f"word tokenizer, not the model's: {http_name(cfg)} will count "
-                          "other lengths (often several times more tokens). Give the "
-                          "model's tokenizer with --tokenizer PATH, or --tokenizer server.",
-                          soft_wrap=True, highlight=False)
-            spec = http_sut_factory(cfg, workers=workers, check=False)
-        driver = scale_api.distributed_driver(distributed, ray_address, ray_workers)
+        if tg.urls and logs_outputs and spec_w.tokenizer in ("builtin", "server"):
+            raise ConfigError("logging outputs of an HTTP target needs the model's "
+                              "tokenizer to turn text into token ids; give --tokenizer PATH")
+        sampling = plan.sampling if plan is not None else None
+        spec, cfg = suts.from_spec(rs, layered, api=api, keep_text=logs_outputs,
+                                   adjust=None if sampling is None else sampling.apply)
+        if cfg is not None and spec_w.tokenizer == "builtin" \
+                and not cfg.served_by.startswith("tokenmark/") and not quiet and not json_out:
+            from tokenmark.adapters.openai_target import http_name
+
+            err.print(f"[yellow]warning:[/] prompts are measured with tokenmark's built-in "
+                      f"word tokenizer, not the model's: {http_name(cfg)} will count "
+                      "other lengths (often several times more tokens). Give the "
+                      "model's tokenizer with --tokenizer PATH, or --tokenizer server.",
+                      soft_wrap=True, highlight=False)
+        driver = None
+        if distributed or ray_address:
+            from tokenmark.scale_api import distributed_driver
+
+            driver = distributed_driver(distributed, ray_address, ray_workers)
         eff_scenario = layered.settings.scenario
         out_dir = output or Path("results") / (
             f"{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{layered.preset.name}-"
@@ -575,14 +416,15 @@ def run(
             if virtual_time or trace_plan is not None:
                 raise ConfigError("--loadgen official runs in real time, without "
                                   "--virtual-time or --trace")
-            result = submission_api.run_official_loadgen(layered, workload.dataset, spec,
-                                                         out_dir, find_peak=find_peak,
-                                                         audit=audit)
+            from tokenmark.submission_api import run_official_loadgen
+
+            result = run_official_loadgen(layered, workload.dataset, spec, out_dir,
+                                          find_peak=find_peak, audit=audit)
             ctx.with_resource(guard)  # during LoadGen's own run Ctrl-C ends it as before
         else:
             ctx.with_resource(guard)
             watchers = run_watchers(
-                layered, spec_w, workload, cfg if urls else None, plan,
+                layered, spec_w, workload, cfg, plan,
                 virtual_time=virtual_time, watch=client_watch, calibrate=calibrate,
                 client_share=client_share, allow_overload=allow_client_overload,
                 workers=workers, metrics_interval=metrics_interval)
@@ -594,6 +436,8 @@ def run(
                     encode=encode, driver=driver, watchers=watchers)
         if audit is not None and audit.upper() in ("TEST06", "TEST09") and (
                 out_dir / "mlperf_log_accuracy.json").is_file():
+            from tokenmark.correctness_api import audit_results
+
             verdict = audit_results(audit, out_dir)
             err.print(f"{verdict.test}: {'PASS' if verdict.passed else 'FAIL'} "
                       f"({verdict.folder})", highlight=False)
@@ -612,6 +456,9 @@ def run(
 
 def _warn_length(settings: TestSettings, dataset_size: int) -> None:
     """Warn when LoadGen's rules make the run much longer than asked (issue 27)."""
+    from tokenmark.scenarios import build_schedule, length_note
+    from tokenmark.settings import effective
+
     try:
         eff = effective(settings, dataset_size)
         note = length_note(eff, build_schedule(eff, dataset_size))
@@ -624,6 +471,8 @@ def _warn_length(settings: TestSettings, dataset_size: int) -> None:
 def _write_report(result: RunResult, *, quiet: bool, guard: InterruptGuard) -> None:
     """Write report.html beside results.json; a failure warns and keeps the run's exit code.
     A Ctrl-C meanwhile skips it."""
+    from tokenmark.report import write_report
+
     try:
         with guard.skippable():
             path = write_report(result.output_dir)
@@ -640,6 +489,8 @@ def _write_report(result: RunResult, *, quiet: bool, guard: InterruptGuard) -> N
 
 def _write_csv(result: RunResult) -> None:
     """Write records.csv and summary.csv beside results.json; a failure warns."""
+    from tokenmark.output.tables import write_csv
+
     try:
         write_csv(result.output_dir)
     except (OSError, ValueError) as e:
@@ -647,18 +498,10 @@ def _write_csv(result: RunResult) -> None:
                   soft_wrap=True)
 
 
-def _headers(lines: list[str]) -> tuple[tuple[str, str], ...]:
-    out = []
-    for line in lines:
-        name, sep, value = line.partition(":")
-        if not sep or not name.strip():
-            raise ConfigError(f"bad header {line!r}; write it as 'Name: value'")
-        out.append((name.strip(), value.strip()))
-    return tuple(out)
-
-
 def _store(result: RunResult, db: str | None, *, quiet: bool) -> None:
     """Store the run as an unverified row; a failure warns and keeps the run's exit code."""
+    from tokenmark import results_api
+
     try:
         report = results_api.store_run(result.output_dir, db=db)
     except BadInputError as e:
@@ -684,6 +527,8 @@ def _dist_row(name: str, d: Distribution, p_target: float) -> list[str]:
 
 
 def _verdict_text(v: Verdict) -> Text:
+    from tokenmark.rules import Validity
+
     style = {Validity.VALID: "bold green", Validity.INVALID: "bold red"}.get(v.validity, "dim")
     return Text(v.validity.value, style=style)
 
@@ -755,6 +600,8 @@ def presets(
 
     Example: tokenmark presets v6.0
     """
+    from tokenmark.config.presets import load_round, rounds
+
     out = stdout()
     try:
         if round_ is None:

@@ -14,21 +14,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tokenmark import scale_api
-from tokenmark.adapters.inprocess import LatencyModel
-from tokenmark.adapters.openai_target import OpenAIConfig
-from tokenmark.api import EXIT_INVALID, EXIT_VALID, SutSpec, make_sut
-from tokenmark.assemble import WorkloadSpec, build_workload, http_sut_factory
+from tokenmark import scale_api, suts
+from tokenmark.api import EXIT_INVALID, EXIT_VALID, SutSpec
+from tokenmark.assemble import build_workload
 from tokenmark.cli.app import app, bad_input, check_numbers, err, given_flags, out
-from tokenmark.cli.run import _headers
 from tokenmark.clock import Clock
-from tokenmark.config.layering import FlagsOverFile, LayeredSettings, build_settings, read_toml
+from tokenmark.config.layering import LayeredSettings
 from tokenmark.dataset import Dataset
-from tokenmark.engines.emulated import EmulatorSpec
 from tokenmark.errors import BadInputError, ConfigError
-from tokenmark.scale.replicas import replicated
 from tokenmark.scale.sweep import parse_points
-from tokenmark.settings import Scenario
 from tokenmark.sut import SystemUnderTest
 
 SutFactory = Callable[[Clock], SystemUnderTest]
@@ -111,78 +105,25 @@ class _Setup:
     sut_for: Callable[[int], SutSpec | SutFactory]
 
 
-def _setup(o: dict[str, Any], *, default_scenario: str = "Server") -> _Setup:
+#: Options of the scale commands that are theirs, not the run spec's.
+_OWN = frozenset({"ctx", "replicas", "concurrency", "rates"})
+
+
+def _setup(o: dict[str, Any], *, default_scenario: str = "Server",
+           concurrency: int | None = None) -> _Setup:
+    """The layered settings, dataset and systems under test of a scale command's options:
+    the same run spec as 'run' (a flag the user gave beats the file's key)."""
+    from tokenmark.config.runspec import RunSpec
+
     check_numbers(o)
-    doc = read_toml(o["config"]) if o["config"] else {}
-    # a flag the user gave beats the file's key, as in 'run'
     given = given_flags(o["ctx"]) if "ctx" in o else frozenset()
-    rn = FlagsOverFile(doc.get("run", {}), given)
-    ds = FlagsOverFile(doc.get("dataset", {}), given)
-    su = FlagsOverFile(doc.get("sut", {}), given)
-    tg = FlagsOverFile(doc.get("target", {}), given)
-    sc = Scenario.parse(rn("scenario", o["scenario"]) or default_scenario)
-    overrides: dict[str, Any] = {
-        "min_duration_ms": None if o["min_duration"] is None else int(o["min_duration"] * 1000),
-        "min_query_count": o["min_queries"],
-        "ttft_latency_ms": o["ttft_ms"], "tpot_latency_ms": o["tpot_ms"],
-        "target_latency_ms": o["e2e_ms"],
-        "target_latency_percentile": None if o["percentile"] is None else o["percentile"] / 100,
-        "send_lag_limit_ms": o["send_lag_limit_ms"],
-    }
-    overrides.update(o.get("extra", {}))
-    if o["dataset_size"] is not None:
-        overrides["performance_sample_count"] = o["dataset_size"]
-        overrides["total_sample_count"] = o["dataset_size"]
-    layered = build_settings(rn("round_", o["round"], "round") or "v6.0",
-                             rn("benchmark", o["benchmark"]) or "llama3.1-8b", sc,
-                             profile=rn("profile", o["profile"]) or "", toml=doc,
-                             toml_name=str(o["config"] or ""), overrides=overrides)
-    data_path = ds("dataset", o["dataset"], "path")
-    spec = WorkloadSpec(size=ds("dataset_size", o["dataset_size"], "size"),
-                        input_lengths=ds("input_len", o["input_len"], "input"),
-                        output_lengths=ds("output_len", o["output_len"], "output"),
-                        dataset=None if data_path is None else Path(data_path),
-                        tokenizer=ds("tokenizer", o["tokenizer"]))
-    workload = build_workload(spec, layered)
-    urls = tuple(tg("url", o["url"], "urls") or ())
-    routing = tg("routing", o["routing"])
-    api, model = tg("api", o["api"]), tg("model", o["model"])
-    if urls:
-        target = {"max_tokens": o.get("max_tokens", 0), "ignore_eos": o.get("ignore_eos", False),
-                  "headers": _headers(o.get("header") or []),
-                  "api_key_env": tg("api_key_env", o.get("api_key_env", "OPENAI_API_KEY"))}
-
-        def http(n: int) -> SutSpec | SutFactory:
-            if n > len(urls):
-                raise ConfigError(f"{n} replicas need {n} --url endpoints (got {len(urls)})")
-            cfg = OpenAIConfig(urls=urls[:n], api=api, model=model, routing=routing,
-                               **target)
-            return http_sut_factory(cfg, workers=o["workers"])
-        return _Setup(layered, workload.dataset, http)
-    latency = {k: o[f"sut_{k}"] for k in ("ttft_ms", "tpot_ms", "max_batch", "batch_slope")}
-    # as 'run': the emulated server unless a latency-model option is given (sweep; the
-    # other commands default to the latency model)
-    kind = su("sut", o["sut"], "kind") or (
-        "latency-model" if any(v is not None for v in latency.values()) else "emulated")
-
-    def lat(key: str, default: float) -> float:
-        v = su(f"sut_{key}", latency[key], key)  # a flag given beats the file, even 0
-        return default if v is None else float(v)
-
-    lm = LatencyModel(ttft_ns=int(lat("ttft_ms", 50.0) * 1e6),
-                      tpot_ns=int(lat("tpot_ms", 10.0) * 1e6),
-                      max_batch=int(lat("max_batch", 0)),
-                      batch_slope=lat("batch_slope", 0.0))
-    base = SutSpec(kind=kind, model=lm, emulator=EmulatorSpec(
-        accelerator=su("accelerator", o.get("accelerator")) or "H200",
-        model=layered.preset.name))
-
-    def local(n: int) -> SutSpec | SutFactory:
-        if n == 1:
-            return base
-        return replicated(lambda c: make_sut(base, c), n, routing)
-
-    return _Setup(layered, workload.dataset, local)
+    rs = RunSpec.from_options({k: v for k, v in o.items() if k not in _OWN}, given,
+                              config=o.get("config"))
+    rs = rs.with_load(scenario=rs.load.scenario or default_scenario,
+                      concurrency=concurrency)
+    layered = rs.settings()
+    workload = build_workload(rs.dataset, layered)
+    return _Setup(layered, workload.dataset, suts.replicas_of(rs, layered))
 
 
 def _out(output: Path | None, command: str, layered: LayeredSettings) -> Path:
@@ -234,7 +175,6 @@ def find_peak(
     Example: tokenmark find-peak -s Server --profile demo --sut-max-batch 8 --virtual-time
     """
     opts = dict(locals())
-    opts["round"] = round_
     try:
         st = _setup(opts)
         parent = _out(output, "find-peak", st.layered)
@@ -298,7 +238,6 @@ def sweep(
     Example: tokenmark sweep -s poisson --rates 2:16:4 --ttft-ms 500 --sut-max-batch 8
     """
     opts = dict(locals())
-    opts["round"] = round_
     try:
         auto = points if rates.strip().lower() == "auto" or not (rates or concurrency) else 0
         if auto and concurrency:
@@ -311,9 +250,8 @@ def sweep(
         if conc_pts and any(c != int(c) for c in parse_points(concurrency, "--concurrency")):
             raise ConfigError("--concurrency points must be whole numbers")
         default = "closed" if conc_pts else "Server"
-        if conc_pts:
-            opts["extra"] = {"concurrency": conc_pts[0]}
-        st = _setup(opts, default_scenario=default)
+        st = _setup(opts, default_scenario=default,
+                    concurrency=conc_pts[0] if conc_pts else None)
         parent = _out(output, "sweep", st.layered)
         res = scale_api.sweep(st.layered, st.dataset, st.sut_for(1), parent, rates=rate_pts,
                               concurrencies=conc_pts, pareto_latency=pareto_latency,
@@ -378,7 +316,6 @@ def scaling_run(
     Example: tokenmark scaling-run --profile demo --replicas 1,2 --sut-max-batch 8 --virtual-time
     """
     opts = dict(locals())
-    opts["round"] = round_
     try:
         counts = tuple(int(n) for n in parse_points(replicas, "--replicas"))
         st = _setup(opts)
