@@ -17,7 +17,16 @@ from rich.table import Table
 from tokenmark import scale_api, suts
 from tokenmark.api import EXIT_INVALID, EXIT_VALID, SutSpec
 from tokenmark.assemble import build_workload
-from tokenmark.cli.app import app, bad_input, check_numbers, err, given_flags, out
+from tokenmark.cli.app import (
+    OptionGroup,
+    app,
+    bad_input,
+    check_numbers,
+    err,
+    given_flags,
+    out,
+    with_options,
+)
 from tokenmark.clock import Clock
 from tokenmark.config.layering import LayeredSettings
 from tokenmark.dataset import Dataset
@@ -98,6 +107,37 @@ ApiKeyEnv = Annotated[str, typer.Option(
     help="Environment variable holding the API key (never logged).", rich_help_panel=ST)]
 
 
+#: The options every scale command opens with (as 'run' names them).
+HEAD: OptionGroup = (
+    ("benchmark", Benchmark, ""), ("scenario", ScenarioOpt, ""), ("round_", RoundOpt, ""),
+    ("profile", Profile, ""), ("config", ConfigOpt, None))
+#: The settings, workload and target options find-peak and scaling-run share.
+LIMITS: OptionGroup = (
+    ("min_duration", MinDuration, None), ("min_queries", MinQueries, None),
+    ("ttft_ms", TtftMs, None), ("tpot_ms", TpotMs, None), ("e2e_ms", E2eMs, None),
+    ("percentile", Pct, None), ("send_lag_limit_ms", SendLag, None),
+    ("dataset_size", DsSize, None), ("input_len", InLen, None),
+    ("output_len", OutLen, None), ("dataset", DsFile, None), ("tokenizer", TokOpt, "builtin"))
+#: find-peak and scaling-run: the latency model unless --url.
+SEARCH_SUT: OptionGroup = (
+    ("sut", SutOpt, "latency-model"), ("sut_ttft_ms", SutTtft, 50.0),
+    ("sut_tpot_ms", SutTpot, 10.0), ("sut_max_batch", SutBatch, 0),
+    ("sut_batch_slope", SutSlope, 0.0))
+#: sweep: the emulated server (as 'run') unless a latency-model option or --url.
+SWEEP_SUT: OptionGroup = (
+    ("sut", SweepSut, ""), ("sut_ttft_ms", SweepTtft, None), ("sut_tpot_ms", SweepTpot, None),
+    ("sut_max_batch", SweepBatch, None), ("sut_batch_slope", SweepSlope, None),
+    ("accelerator", SweepAccel, ""))
+TARGET: OptionGroup = (
+    ("url", Urls, None), ("api", ApiOpt, "completions"), ("model", ModelOpt, ""))
+SWEEP_TARGET: OptionGroup = (
+    ("max_tokens", MaxTokens, 0), ("ignore_eos", IgnoreEos, False), ("header", Header, None),
+    ("api_key_env", ApiKeyEnv, "OPENAI_API_KEY"))
+TAIL: OptionGroup = (
+    ("routing", Routing, "round-robin"), ("workers", Workers, 0),
+    ("virtual_time", Virtual, False), ("output", Output, None), ("json_out", JsonOut, False))
+
+
 @dataclass
 class _Setup:
     layered: LayeredSettings
@@ -138,10 +178,9 @@ def _print_index(parent: Path, json_out: bool) -> None:
 
 
 @app.command("find-peak")
+@with_options(HEAD, LIMITS + SEARCH_SUT + TARGET + TAIL)
 def find_peak(
     ctx: typer.Context,
-    benchmark: Benchmark = "", scenario: ScenarioOpt = "", round_: RoundOpt = "",
-    profile: Profile = "", config: ConfigOpt = None,
     start_qps: Annotated[float | None, typer.Option(
         help="First rate probed (default: the preset's or profile's).", rich_help_panel=SR)
     ] = None,
@@ -157,15 +196,7 @@ def find_peak(
         "length rules to the confirming run).", rich_help_panel=SR)] = None,
     stop_early: Annotated[bool, typer.Option(
         help="End a probe once its failure is certain.", rich_help_panel=SR)] = True,
-    min_duration: MinDuration = None, min_queries: MinQueries = None,
-    ttft_ms: TtftMs = None, tpot_ms: TpotMs = None, e2e_ms: E2eMs = None,
-    percentile: Pct = None, send_lag_limit_ms: SendLag = None, dataset_size: DsSize = None,
-    input_len: InLen = None, output_len: OutLen = None, dataset: DsFile = None,
-    tokenizer: TokOpt = "builtin", sut: SutOpt = "latency-model", sut_ttft_ms: SutTtft = 50.0,
-    sut_tpot_ms: SutTpot = 10.0, sut_max_batch: SutBatch = 0, sut_batch_slope: SutSlope = 0.0,
-    url: Urls = None, api: ApiOpt = "completions", model: ModelOpt = "",
-    routing: Routing = "round-robin", workers: Workers = 0, virtual_time: Virtual = False,
-    output: Output = None, json_out: JsonOut = False,
+    **options: Any,
 ) -> None:
     """Find the highest Server/Interactive rate whose run is VALID, and confirm it.
 
@@ -174,7 +205,9 @@ def find_peak(
 
     Example: tokenmark find-peak -s Server --profile demo --sut-max-batch 8 --virtual-time
     """
-    opts = dict(locals())
+    opts = {k: v for k, v in locals().items() if k != "options"} | options
+    output, json_out, virtual_time = (options[k] for k in ("output", "json_out",
+                                                           "virtual_time"))
     try:
         st = _setup(opts)
         parent = _out(output, "find-peak", st.layered)
@@ -201,10 +234,9 @@ def _show_probe(p: scale_api.Probe) -> None:
 
 
 @app.command()
+@with_options(HEAD, LIMITS + SWEEP_SUT + TARGET + SWEEP_TARGET + TAIL)
 def sweep(
     ctx: typer.Context,
-    benchmark: Benchmark = "", scenario: ScenarioOpt = "", round_: RoundOpt = "",
-    profile: Profile = "", config: ConfigOpt = None,
     rates: Annotated[str, typer.Option(
         help="Rates (queries/s): a list 1,2,4, LO:HI:STEPS (geometric), or 'auto' (the "
         "default without --concurrency): a synchronous run, a throughput run, then "
@@ -218,18 +250,7 @@ def sweep(
     pareto_latency: Annotated[str, typer.Option(
         help="Latency of the Pareto front: ttft_p99_ms, tpot_p99_ms or e2e_p99_ms.")
     ] = "e2e_p99_ms",
-    min_duration: MinDuration = None, min_queries: MinQueries = None,
-    ttft_ms: TtftMs = None, tpot_ms: TpotMs = None, e2e_ms: E2eMs = None,
-    percentile: Pct = None, send_lag_limit_ms: SendLag = None, dataset_size: DsSize = None,
-    input_len: InLen = None, output_len: OutLen = None, dataset: DsFile = None,
-    tokenizer: TokOpt = "builtin", sut: SweepSut = "", sut_ttft_ms: SweepTtft = None,
-    sut_tpot_ms: SweepTpot = None, sut_max_batch: SweepBatch = None,
-    sut_batch_slope: SweepSlope = None, accelerator: SweepAccel = "",
-    url: Urls = None, api: ApiOpt = "completions", model: ModelOpt = "",
-    max_tokens: MaxTokens = 0, ignore_eos: IgnoreEos = False, header: Header = None,
-    api_key_env: ApiKeyEnv = "OPENAI_API_KEY",
-    routing: Routing = "round-robin", workers: Workers = 0, virtual_time: Virtual = False,
-    output: Output = None, json_out: JsonOut = False,
+    **options: Any,
 ) -> None:
     """Run one full benchmark per rate or concurrency: throughput against latency and
     goodput per point, and the Pareto front. Without --rates or --concurrency the range
@@ -237,7 +258,9 @@ def sweep(
 
     Example: tokenmark sweep -s poisson --rates 2:16:4 --ttft-ms 500 --sut-max-batch 8
     """
-    opts = dict(locals())
+    opts = {k: v for k, v in locals().items() if k != "options"} | options
+    output, json_out, virtual_time = (options[k] for k in ("output", "json_out",
+                                                           "virtual_time"))
     try:
         auto = points if rates.strip().lower() == "auto" or not (rates or concurrency) else 0
         if auto and concurrency:
@@ -285,10 +308,9 @@ def _fmt(v: float | None) -> str:
 
 
 @app.command(name="scaling-run")
+@with_options(HEAD, LIMITS + SEARCH_SUT + TARGET + TAIL)
 def scaling_run(
     ctx: typer.Context,
-    benchmark: Benchmark = "", scenario: ScenarioOpt = "", round_: RoundOpt = "",
-    profile: Profile = "", config: ConfigOpt = None,
     replicas: Annotated[str, typer.Option(
         help="Replica (endpoint) counts, e.g. 1,2,4; with --url the first N endpoints.")
     ] = "1,2,4",
@@ -300,22 +322,16 @@ def scaling_run(
                                              rich_help_panel=SR)] = 0.05,
     probe_duration: Annotated[float | None, typer.Option(help="Seconds per probe.",
                                                          rich_help_panel=SR)] = None,
-    min_duration: MinDuration = None, min_queries: MinQueries = None,
-    ttft_ms: TtftMs = None, tpot_ms: TpotMs = None, e2e_ms: E2eMs = None,
-    percentile: Pct = None, send_lag_limit_ms: SendLag = None, dataset_size: DsSize = None,
-    input_len: InLen = None, output_len: OutLen = None, dataset: DsFile = None,
-    tokenizer: TokOpt = "builtin", sut: SutOpt = "latency-model", sut_ttft_ms: SutTtft = 50.0,
-    sut_tpot_ms: SutTpot = 10.0, sut_max_batch: SutBatch = 0, sut_batch_slope: SutSlope = 0.0,
-    url: Urls = None, api: ApiOpt = "completions", model: ModelOpt = "",
-    routing: Routing = "round-robin", workers: Workers = 0, virtual_time: Virtual = False,
-    output: Output = None, json_out: JsonOut = False,
+    **options: Any,
 ) -> None:
     """The same workload against 1, 2, 4, ... replicas at fixed latency limits: peak
     throughput per replica and scaling efficiency with an interval.
 
     Example: tokenmark scaling-run --profile demo --replicas 1,2 --sut-max-batch 8 --virtual-time
     """
-    opts = dict(locals())
+    opts = {k: v for k, v in locals().items() if k != "options"} | options
+    output, json_out, virtual_time = (options[k] for k in ("output", "json_out",
+                                                           "virtual_time"))
     try:
         counts = tuple(int(n) for n in parse_points(replicas, "--replicas"))
         st = _setup(opts)
