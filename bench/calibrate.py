@@ -35,10 +35,10 @@ import shutil
 import time
 from pathlib import Path
 
+from tokenmark.api.simulation import calibrate
 from tokenmark.sim.calibration import LATENCY_ROWS_PER_GROUP
 from tokenmark.sim.calibration_report import read_scored, write_efficiency, write_forward
 from tokenmark.sim.published import read_rounds
-from tokenmark.sim_api import calibrate
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "shared" / "mlperf"

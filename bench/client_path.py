@@ -45,9 +45,9 @@ from tokenmark.loadgen.runner import Runner
 from tokenmark.metrics.endpoints import EndpointBreakdown
 from tokenmark.metrics.lengths import LengthTally
 from tokenmark.metrics.summary import Accumulator
+from tokenmark.mlperf.scenarios import build_schedule
+from tokenmark.mlperf.settings import Scenario, Seeds, TestSettings, effective
 from tokenmark.output.records import JsonlRecordSink
-from tokenmark.scenarios import build_schedule
-from tokenmark.settings import Scenario, Seeds, TestSettings, effective
 from tokenmark.sources.hf_tokenizer import load_hf_tokenizer
 
 #: 128 words of the bench tokenizer, each one token (mock_server.py's WORDS[:128]).

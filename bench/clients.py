@@ -10,7 +10,7 @@ truth. Clients:
 - ``aiohttp``: the plain asyncio + aiohttp loop of vLLM's ``bench serve`` (a JSON parse
   and a timestamp per SSE line): the baseline;
 - ``httpx``: the same loop on httpx;
-- ``tokenmark``: the whole tokenmark pipeline (:func:`tokenmark.api.run_benchmark`:
+- ``tokenmark``: the whole tokenmark pipeline (:func:`tokenmark.api.run.run_benchmark`:
   runner, records file, metrics, verdicts) with the OpenAI HTTP adapter;
 - ``tokenmark-workers``: the same through ``--workers`` worker processes.
 """
@@ -234,13 +234,13 @@ async def scan_client(a: argparse.Namespace, out: dict[str, Any]) -> None:
 def tokenmark_client(a: argparse.Namespace, out: dict[str, Any]) -> None:
     from tokenmark.adapters.openai_http import OpenAIHttpSUT
     from tokenmark.adapters.openai_target import OpenAIConfig, check_target
-    from tokenmark.api import run_benchmark
+    from tokenmark.api.run import run_benchmark
     from tokenmark.clock import Clock
     from tokenmark.config.layering import build_settings
     from tokenmark.dataset import LengthDistribution, SyntheticDataset
+    from tokenmark.mlperf.settings import Scenario
     from tokenmark.output.records import read_records
     from tokenmark.records import Query
-    from tokenmark.settings import Scenario
     from tokenmark.sut import ResponseHandle, SystemUnderTest
 
     cfg = check_target(OpenAIConfig(urls=(a.url,), preconnect=a.concurrency))

@@ -43,13 +43,13 @@ import time
 from pathlib import Path
 
 from tokenmark.adapters.openai_target import OpenAIConfig
-from tokenmark.api import SutSpec, run_benchmark
+from tokenmark.api.run import SutSpec, run_benchmark
 from tokenmark.config.layering import build_settings
 from tokenmark.dataset import LengthDistribution, SyntheticDataset
 from tokenmark.engines.emulated import EmulatorSpec
+from tokenmark.mlperf.settings import Scenario
 from tokenmark.output.records import read_records
 from tokenmark.servers.emulated import EmulatedServer
-from tokenmark.settings import Scenario
 
 
 def load() -> str:

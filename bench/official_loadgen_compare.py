@@ -15,10 +15,10 @@ import tempfile
 from pathlib import Path
 
 from tokenmark.adapters.inprocess import LatencyModel
-from tokenmark.api import SutSpec, default_dataset
+from tokenmark.api.run import SutSpec, default_dataset
+from tokenmark.api.submission import run_official_loadgen
 from tokenmark.config.layering import build_settings
-from tokenmark.settings import Scenario
-from tokenmark.submission_api import run_official_loadgen
+from tokenmark.mlperf.settings import Scenario
 
 
 def main() -> None:

@@ -194,7 +194,7 @@ def cpu_per_million(b: Bench) -> None:
         print(f"   {client:<10}: {rng(vals, '{:.1f}')} CPU-s per 1M tokens "
               f"(background {bg(rows)})" + ("  goal <= 15" if client == "tokenmark" else ""))
     rows = res["tokenmark"]
-    print("4. client CPU before the first request (fresh process, tokenmark.api + /v1/models "
+    print("4. client CPU before the first request (fresh process, tokenmark.api.run + /v1/models "
           f"check): {rng([r['cpu_before_first_s'] for r in rows], '{:.3f}')} s  goal <= 0.5")
 
 

@@ -17,8 +17,8 @@ from rich.console import Console
 from tokenmark.cli.progress import ProgressMode, ProgressView
 from tokenmark.config.layering import build_settings
 from tokenmark.loadgen.runner import RunnerStats
+from tokenmark.mlperf.settings import Scenario, effective
 from tokenmark.records import RequestRecord
-from tokenmark.settings import Scenario, effective
 
 
 def main() -> None:

@@ -28,9 +28,9 @@ from tokenmark.clock import MonotonicClock
 from tokenmark.dataset import LengthDistribution, SyntheticDataset
 from tokenmark.loadgen.runner import Runner
 from tokenmark.metrics.summary import Accumulator
+from tokenmark.mlperf.scenarios import build_schedule
+from tokenmark.mlperf.settings import Scenario, Seeds, TestSettings, effective
 from tokenmark.output.records import JsonlRecordSink
-from tokenmark.scenarios import build_schedule
-from tokenmark.settings import Scenario, Seeds, TestSettings, effective
 
 
 def cpu_times() -> tuple[float, float]:

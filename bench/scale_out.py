@@ -30,11 +30,11 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 import ray  # noqa: E402
 
-from tokenmark.api import SutSpec, run_benchmark  # noqa: E402
+from tokenmark.api.run import SutSpec, run_benchmark  # noqa: E402
+from tokenmark.api.scale import distributed_driver  # noqa: E402
 from tokenmark.config.layering import build_settings  # noqa: E402
 from tokenmark.dataset import LengthDistribution, SyntheticDataset  # noqa: E402
-from tokenmark.scale_api import distributed_driver  # noqa: E402
-from tokenmark.settings import Scenario  # noqa: E402
+from tokenmark.mlperf.settings import Scenario  # noqa: E402
 
 
 def once(workers: int, n: int, folder: Path) -> tuple[float, float, float]:

@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tokenmark.api.simulation import SimulationResult, simulate
 from tokenmark.config.layering import build_settings
-from tokenmark.settings import Scenario
+from tokenmark.mlperf.settings import Scenario
 from tokenmark.sim.plan import ClusterSpec
-from tokenmark.sim_api import SimulationResult, simulate
 
 SPEC = ClusterSpec("B200", "llama3.1-8b", nodes=9, per_node=8)
 QUERIES = 1_000_000

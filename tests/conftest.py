@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tokenmark.config.layering import LayeredSettings, build_settings
-from tokenmark.settings import Scenario
+from tokenmark.mlperf.settings import Scenario
 
 
 @pytest.fixture

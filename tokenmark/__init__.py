@@ -1,7 +1,9 @@
 """tokenmark: an open, MLPerf-grade benchmark system for LLM inference.
 
-The public Python API is re-exported here; see :mod:`tokenmark.api` for the entry
-points and README.md for the command line.
+This package exports only ``__version__``. The public Python API is :mod:`tokenmark.api`
+(a curated list of entry points, each loaded on first use, e.g.
+``from tokenmark.api import run_benchmark``); the command line is ``tokenmark`` (see
+README.md); the layers of the package are described in docs/design.md.
 """
 
 __version__ = "0.1.0"

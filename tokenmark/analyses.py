@@ -75,7 +75,7 @@ __all__ = [
     "compare_accelerators",
     "leaderboard",
     "reproducibility",
-    "scaling",
+    "scaling_efficiency",
     "software_gains",
     "top",
 ]
@@ -485,7 +485,7 @@ def _one_of(values: Iterable[str], what: str, option: str) -> None:
                             f"{option} any to mix them on purpose)")
 
 
-def scaling(
+def scaling_efficiency(
     rows: Iterable[ResultRow],
     benchmark: str,
     scenario: str,
@@ -838,3 +838,7 @@ def top(
     return Top(unit, tuple(sorted({k[0].round for k in seen}, key=round_order)), filters,
                entries, tuple(sorted(left.items())),
                tuple(alias_table(e.hardware for e in entries)))
+
+
+# The name before issue 20.
+scaling = scaling_efficiency

@@ -24,8 +24,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from tokenmark.errors import DatasetError
+from tokenmark.mlperf.settings import derive_seed
 from tokenmark.records import Sample
-from tokenmark.settings import derive_seed
 from tokenmark.tokenizer import BuiltinTokenizer, VocabularyTokenizer, exact_text
 
 __all__ = [

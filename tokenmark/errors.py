@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 
-#: Documented exit codes (README "Exit codes"); :mod:`tokenmark.api` re-exports them.
+#: Documented exit codes (README "Exit codes"); :mod:`tokenmark.api.run` re-exports them.
 EXIT_VALID = 0
 EXIT_INVALID = 1
 EXIT_BAD_INPUT = 2

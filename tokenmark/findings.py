@@ -1,5 +1,5 @@
 """A finding: one rule's judgement, with what was observed, what was required and how to
-fix a failure. The one type of the rules (:mod:`tokenmark.rules`), the submission
+fix a failure. The one type of the rules (:mod:`tokenmark.mlperf.rules`), the submission
 checker (:mod:`tokenmark.submission.check`, which adds where in the tree) and the
 results database's rows (:class:`tokenmark.resultrows.RunRecord`).
 

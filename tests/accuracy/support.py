@@ -1,6 +1,6 @@
 """Shared helpers for the accuracy and compliance tests: in-process SUTs that return token
 ids, and a one-call way to run a schedule through the runner with the accuracy recorder
-(what ``tokenmark.api.run_benchmark`` does for accuracy mode, without the rest)."""
+(what ``tokenmark.api.run.run_benchmark`` does for accuracy mode, without the rest)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 from tokenmark.clock import FakeClock, run_virtual
 from tokenmark.dataset import LengthDistribution, SyntheticDataset
 from tokenmark.loadgen.runner import Runner
+from tokenmark.mlperf.scenarios import build_schedule
+from tokenmark.mlperf.settings import EffectiveSettings
 from tokenmark.output.accuracy import AccuracyRecorder
 from tokenmark.records import Query, TokenSource
-from tokenmark.scenarios import build_schedule
-from tokenmark.settings import EffectiveSettings
 from tokenmark.sut import ResponseHandle, TokenIdsHandle
 
 #: sample index -> (output ids, first chunk ids, reported token count)

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.accuracy.support import IdsSUT, record
-from tokenmark.accuracylog import (
+from tokenmark.mlperf.accuracylog import (
     AccuracyEntry,
     AccuracyLogFormat,
     decode_ids,
@@ -33,7 +33,7 @@ from tokenmark.accuracylog import (
     parse_accuracy_log,
     render_accuracy_log,
 )
-from tokenmark.settings import Mode, Scenario, Seeds, TestSettings, effective
+from tokenmark.mlperf.settings import Mode, Scenario, Seeds, TestSettings, effective
 
 pytest.importorskip("mlperf_loadgen")
 

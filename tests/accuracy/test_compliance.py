@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from tests.accuracy.support import IdsSUT, plain_answer, record
-from tokenmark.accuracylog import encode_ids, parse_accuracy_log
 from tokenmark.compliance.audit import AUDITS, apply_audit, audit_for, read_audit_config
 from tokenmark.compliance.verify import (
     verify_test06,
@@ -29,7 +28,8 @@ from tokenmark.compliance.verify import (
     write_test09,
 )
 from tokenmark.config.layering import build_settings
-from tokenmark.settings import Mode, Scenario, effective
+from tokenmark.mlperf.accuracylog import encode_ids, parse_accuracy_log
+from tokenmark.mlperf.settings import Mode, Scenario, effective
 
 MIRROR = Path(os.environ.get("TOKENMARK_MLPERF_MIRROR",
                              "/work/.mirror/mlcommons+inference/repo"))

@@ -7,14 +7,14 @@ import re
 
 import pytest
 
-from tokenmark.accuracylog import (
+from tokenmark.mlperf.accuracylog import (
     AccuracyEntry,
     AccuracyLogFormat,
     encode_ids,
     parse_accuracy_log,
     render_accuracy_log,
 )
-from tokenmark.config.presets import load_round
+from tokenmark.mlperf.presets import load_round
 from tokenmark.scoring import answers
 from tokenmark.scoring.evaluate import accuracy_txt, evaluate, gate
 from tokenmark.sources.references import load_references

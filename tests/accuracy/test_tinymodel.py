@@ -21,7 +21,6 @@ from tests.accuracy.support import run_real
 from tests.accuracy.test_compliance import official
 from tests.fixtures import tinymodel
 from tests.fixtures.servers import ThirdPartyServer, free_port, require_or_skip
-from tokenmark.accuracylog import parse_accuracy_log
 from tokenmark.adapters.openai_http import OpenAIHttpSUT
 from tokenmark.adapters.openai_target import OpenAIConfig, check_target
 from tokenmark.clock import MonotonicClock
@@ -30,9 +29,10 @@ from tokenmark.compliance.own import caching_audit, stream_equivalence_audit
 from tokenmark.compliance.verify import verify_test06, write_test06
 from tokenmark.config.layering import build_settings
 from tokenmark.engines.base import GenerationRequest
+from tokenmark.mlperf.accuracylog import parse_accuracy_log
+from tokenmark.mlperf.settings import Mode, Scenario, effective
 from tokenmark.records import Sample
 from tokenmark.scoring.evaluate import evaluate
-from tokenmark.settings import Mode, Scenario, effective
 from tokenmark.sources.references import References
 
 pytestmark = pytest.mark.realserver
@@ -115,7 +115,7 @@ def test_accuracy_mode_logs_every_sample_and_passes_test06(engine, tmp_path):
     assert all(e["token_count"] == 8 for e in entries)
     assert verify_test06(entries, "Server").passed
     # scoring the model against its own outputs is perfect; against others', not
-    texts = [engine.decode(__import__("tokenmark.accuracylog").accuracylog.decode_ids(
+    texts = [engine.decode(__import__("tokenmark.mlperf.accuracylog").mlperf.accuracylog.decode_ids(
         e["data"])) for e in sorted(entries, key=lambda e: e["qsl_idx"])]
     own = evaluate("llama3.1-8b", entries, References("own", tuple(texts), ("",) * 12),
                    engine.decode)

@@ -10,11 +10,11 @@ import time
 import pytest
 
 from tokenmark.adapters.inprocess import LatencyModel
-from tokenmark.api import SutSpec, default_dataset, run_benchmark
+from tokenmark.api.run import SutSpec, default_dataset, run_benchmark
+from tokenmark.api.scale import distributed_driver
 from tokenmark.config.layering import build_settings
 from tokenmark.errors import BadInputError
-from tokenmark.scale_api import distributed_driver
-from tokenmark.settings import Scenario
+from tokenmark.mlperf.settings import Scenario
 
 pytestmark = pytest.mark.ray
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from tokenmark.adapters.inprocess import LatencyModel
-from tokenmark.api import SutSpec, default_dataset, run_benchmark
+from tokenmark.api.run import SutSpec, default_dataset, run_benchmark
+from tokenmark.api.scale import distributed_driver
 from tokenmark.config.layering import build_settings
 from tokenmark.metrics.summary import Accumulator
+from tokenmark.mlperf.settings import Scenario
 from tokenmark.output.records import read_records
 from tokenmark.records import RequestRecord
-from tokenmark.scale_api import distributed_driver
-from tokenmark.settings import Scenario
 
 pytestmark = pytest.mark.ray
 

@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 
 from tokenmark.adapters.inprocess import LatencyModel, LatencyModelSUT
-from tokenmark.api import SutSpec, default_dataset, run_benchmark
+from tokenmark.api.run import SutSpec, default_dataset, run_benchmark
+from tokenmark.api.scale import distributed_driver
 from tokenmark.config.layering import build_settings
 from tokenmark.errors import BadInputError
+from tokenmark.mlperf.scenarios import build_schedule
+from tokenmark.mlperf.settings import Scenario, effective
 from tokenmark.output.records import read_records
 from tokenmark.records import ErrorClass
-from tokenmark.scale_api import distributed_driver
-from tokenmark.scenarios import build_schedule
-from tokenmark.settings import Scenario, effective
 
 pytestmark = pytest.mark.ray
 

@@ -16,10 +16,10 @@ import pytest
 from typer.testing import CliRunner
 
 import tokenmark.cli.serve  # noqa: F401  (registers the command until cli/__init__ does)
-from tokenmark.accuracylog import decode_ids
 from tokenmark.cli import app
 from tokenmark.dataset import LengthDistribution, SyntheticDataset
 from tokenmark.engines.emulated import output_text
+from tokenmark.mlperf.accuracylog import decode_ids
 from tokenmark.output.records import read_records
 from tokenmark.tokenizer import BuiltinTokenizer
 

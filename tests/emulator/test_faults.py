@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 
 from tokenmark.adapters.openai_target import OpenAIConfig
-from tokenmark.api import EmulatedTarget, RunResult, SutSpec, make_sut, run_benchmark
+from tokenmark.api.run import EmulatedTarget, RunResult, SutSpec, make_sut, run_benchmark
 from tokenmark.clock import Clock
 from tokenmark.config.layering import LayeredSettings, build_settings
 from tokenmark.dataset import LengthDistribution, SyntheticDataset
 from tokenmark.engines.emulated import EmulatorSpec
+from tokenmark.mlperf.settings import Scenario
 from tokenmark.output.records import read_records
 from tokenmark.records import ErrorClass, RequestRecord
 from tokenmark.servers.emulated import EmulatedConfig
-from tokenmark.settings import Scenario
 from tokenmark.sut import SystemUnderTest
 
 OUT = 8  # output tokens per request: 8 model steps of ~7 ms

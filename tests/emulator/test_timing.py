@@ -15,15 +15,15 @@ from dataclasses import replace
 
 import pytest
 
-from tokenmark.api import SutSpec, run_benchmark
+from tokenmark.api.run import SutSpec, run_benchmark
 from tokenmark.clock import FakeClock, run_virtual
 from tokenmark.config.layering import build_settings
 from tokenmark.dataset import LengthDistribution, SyntheticDataset
 from tokenmark.engines.emulated import Emulator, EmulatorSpec
 from tokenmark.errors import ConfigError
+from tokenmark.mlperf.settings import Scenario
 from tokenmark.output.records import read_records
 from tokenmark.perfmodel import CostModel
-from tokenmark.settings import Scenario
 
 # the data sheet (accelerators.csv, models.csv)
 H200_BF16_FLOPS = 989e12

@@ -18,16 +18,16 @@ from typing import Any
 import pytest
 
 from tests.emulator.test_timing import Log, run_requests
-from tokenmark.api import SutSpec, run_benchmark
+from tokenmark.api.run import SutSpec, run_benchmark
 from tokenmark.clock import FakeClock, run_virtual
 from tokenmark.config.layering import build_settings
 from tokenmark.dataset import LengthDistribution, SyntheticDataset
 from tokenmark.engines.emulated import Emulator, EmulatorSpec
+from tokenmark.mlperf.settings import Scenario
 from tokenmark.output.records import read_records
 from tokenmark.perfmodel import CostModel
 from tokenmark.perfmodel.outputs import OutputPlanner, output_model
 from tokenmark.servers.emulated import REFERENCE_FIELD, EmulatedConfig, EmulatedServer
-from tokenmark.settings import Scenario
 from tokenmark.tokenizer import BuiltinTokenizer
 from tokenmark.workload.images import ImageSize, data_url, generate_png, sniff
 

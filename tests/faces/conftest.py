@@ -18,12 +18,12 @@ import pytest
 import typer
 
 from tests.paths import SAMPLES
-from tokenmark import results_api
 from tokenmark.adapters.inprocess import LatencyModel
-from tokenmark.api import SutSpec, default_dataset, run_benchmark
+from tokenmark.api import results as results_api
+from tokenmark.api.run import SutSpec, default_dataset, run_benchmark
 from tokenmark.cli.app import app
 from tokenmark.config.layering import build_settings
-from tokenmark.settings import Scenario
+from tokenmark.mlperf.settings import Scenario
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -3,7 +3,7 @@
 The UI runs on 127.0.0.1 at a free port below 32768 over a SQLite database holding the
 shared published samples, a sweep of three tokenmark runs and a run with markup in its
 names. Each test loads pages, clicks what a person would click, and compares what is
-rendered with what :mod:`tokenmark.results_api` says. Screenshots go to
+rendered with what :mod:`tokenmark.api.results` says. Screenshots go to
 ``tests/artifacts/browser/`` (``$TOKENMARK_ARTIFACTS`` overrides; git ignores it).
 
 Needs ``apt-get install -y chromium`` and ``pip install playwright`` (no browser
@@ -27,7 +27,7 @@ import pytest
 
 from tests.faces.conftest import XSS
 from tests.fixtures.servers import free_port, require_or_skip
-from tokenmark import results_api
+from tokenmark.api import results as results_api
 from tokenmark.report import write_report
 from tokenmark.resultrows import Tier
 from tokenmark.webui import UiConfig, create_app

@@ -16,10 +16,10 @@ from tokenmark.config.layering import build_settings
 from tokenmark.loadgen.runner import RunnerStats
 from tokenmark.metrics.live import LiveLatency
 from tokenmark.metrics.stats import loadgen_index
+from tokenmark.mlperf.settings import EffectiveSettings, Scenario, effective
 from tokenmark.output.records import read_records
 from tokenmark.records import RequestRecord
 from tokenmark.report import load_results
-from tokenmark.settings import EffectiveSettings, Scenario, effective
 
 
 def eff_of(qps: float = 30.0) -> EffectiveSettings:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.postgres import create_database, throwaway_cluster
-from tokenmark import results_api
+from tokenmark.api import results as results_api
 from tokenmark.errors import BadInputError
 from tokenmark.report import load_results
 

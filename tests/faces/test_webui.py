@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from tests.faces.conftest import XSS, make_run
-from tokenmark import results_api
+from tokenmark.api import results as results_api
 from tokenmark.errors import BadInputError
 from tokenmark.store import Store
 from tokenmark.webui import UiConfig, create_app

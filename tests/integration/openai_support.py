@@ -8,13 +8,13 @@ from typing import Any
 
 from tokenmark.adapters.openai_http import OpenAIHttpSUT
 from tokenmark.adapters.openai_target import OpenAIConfig
-from tokenmark.api import RunResult, run_benchmark
+from tokenmark.api.run import RunResult, run_benchmark
 from tokenmark.clock import Clock
 from tokenmark.config.layering import LayeredSettings, build_settings
 from tokenmark.dataset import LengthDistribution, SyntheticDataset
+from tokenmark.mlperf.settings import Scenario
 from tokenmark.output.records import read_records
 from tokenmark.records import RequestRecord
-from tokenmark.settings import Scenario
 from tokenmark.sut import SystemUnderTest
 
 MS = 1_000_000

@@ -16,10 +16,10 @@ from tokenmark.clock import MonotonicClock
 from tokenmark.config.layering import build_settings
 from tokenmark.dataset import LengthDistribution, SyntheticDataset
 from tokenmark.loadgen.runner import FLUSH_INTERVAL_NS, Runner
+from tokenmark.mlperf.scenarios import build_schedule
+from tokenmark.mlperf.settings import Scenario, effective
 from tokenmark.output.records import JsonlRecordSink, read_records
 from tokenmark.records import RequestRecord
-from tokenmark.scenarios import build_schedule
-from tokenmark.settings import Scenario, effective
 
 MS = 1_000_000
 

@@ -26,7 +26,7 @@ import pytest
 
 from tests.unit.test_redact import leaks
 from tokenmark.adapters.openai_target import OpenAIConfig, check_target
-from tokenmark.assemble import server_tokenizer
+from tokenmark.api.assemble import server_tokenizer
 from tokenmark.errors import TargetError
 from tokenmark.servers.process import ServerProcess
 

@@ -4,7 +4,7 @@ Each case runs ``mlperf_loadgen`` 6.0.17 in its own process against a dummy SUT 
 known, seeded behaviour (:mod:`tests.loadgen_oracle`), reads LoadGen's per-sample view
 back from its trace, rebuilds tokenmark :class:`~tokenmark.records.RequestRecord` s from
 it (token counts from the SUT's own record), and checks that tokenmark's
-:func:`~tokenmark.metrics.summary.summarize` and :func:`~tokenmark.rules.evaluate`
+:func:`~tokenmark.metrics.summary.summarize` and :func:`~tokenmark.mlperf.rules.evaluate`
 reproduce what LoadGen logged in ``mlperf_log_detail.txt`` and ``mlperf_log_summary.txt``:
 integers exactly, floats to the 6 significant digits LoadGen prints (SingleStream's
 "QPS with loadgen overhead" to 1e-3 relative only: LoadGen's start time is not in a
@@ -37,13 +37,12 @@ import pytest
 
 from tests import loadgen_oracle as oracle
 from tests.loadgen_oracle import LoadGenRun, Plan, RunSpec
-from tokenmark import lgrandom
-from tokenmark.earlystop import MinPassingQueriesFinder
 from tokenmark.metrics.stats import Distribution
 from tokenmark.metrics.summary import Accumulator, Summary, summarize
-from tokenmark.records import RequestRecord, TokenSource
-from tokenmark.rules import ClientStats, Finding, Verdicts, evaluate
-from tokenmark.settings import (
+from tokenmark.mlperf import lgrandom
+from tokenmark.mlperf.earlystop import MinPassingQueriesFinder
+from tokenmark.mlperf.rules import ClientStats, Finding, Verdicts, evaluate
+from tokenmark.mlperf.settings import (
     EffectiveSettings,
     LatencyLimits,
     Scenario,
@@ -51,6 +50,7 @@ from tokenmark.settings import (
     TestSettings,
     effective,
 )
+from tokenmark.records import RequestRecord, TokenSource
 
 LLM = "llama3_1-8b"  # token latencies (TTFT/TPOT) and equal issue
 VISION = "resnet50"  # end-to-end latency, uniform sampling
@@ -581,7 +581,7 @@ def test_server_schedule_from_the_trace_is_exact(runs: dict[str, LoadGenRun]) ->
     """The trace's µs with 3 decimals are exact ns, and Server's first query is scheduled
     at LoadGen's start: the scheduled times rebuilt from the trace (relative to the first
     query) equal, to the nanosecond, the schedule LoadGen generates from its seeds
-    (tokenmark.lgrandom, itself proven against LoadGen in test_lgrandom_loadgen.py)."""
+    (tokenmark.mlperf.lgrandom, itself proven against LoadGen in test_lgrandom_loadgen.py)."""
     run = runs["server-ttft-0"]
     eff = tokenmark_settings(run)
     ((loaded, end),) = lgrandom.loadable_sets_for(eff)

@@ -28,9 +28,9 @@ from tokenmark.config.layering import LayeredSettings, build_settings
 from tokenmark.errors import ConfigError, TargetError
 from tokenmark.metrics.endpoints import EndpointBreakdown
 from tokenmark.metrics.summary import Summary
+from tokenmark.mlperf.settings import Scenario
 from tokenmark.records import ErrorClass, Sample, TokenSource
 from tokenmark.servers.process import ServerProcess
-from tokenmark.settings import Scenario
 
 
 @pytest.fixture(scope="module")

@@ -14,16 +14,16 @@ import numpy as np
 import pytest
 
 from tokenmark.adapters.inprocess import LatencyModel, LatencyModelSUT
-from tokenmark.api import EXIT_INVALID, EXIT_VALID, SutSpec, default_dataset, run_benchmark
+from tokenmark.api.run import EXIT_INVALID, EXIT_VALID, SutSpec, default_dataset, run_benchmark
 from tokenmark.clock import FakeClock, run_virtual
 from tokenmark.config.layering import build_settings
 from tokenmark.dataset import LengthDistribution, SyntheticDataset
 from tokenmark.loadgen.runner import Runner
 from tokenmark.metrics.summary import Accumulator, summarize
+from tokenmark.mlperf.scenarios import build_schedule
+from tokenmark.mlperf.settings import Scenario, effective
 from tokenmark.output.records import read_records
 from tokenmark.records import ErrorClass, Query
-from tokenmark.scenarios import build_schedule
-from tokenmark.settings import Scenario, effective
 from tokenmark.sut import ResponseHandle
 
 TTFT = 40_000_000
@@ -202,7 +202,7 @@ def test_interrupt_keeps_records_and_is_invalid(tmp_path, demo_server):
     unanswered = [r for r in recs if r.error is ErrorClass.UNANSWERED]
     assert unanswered and all("Ctrl-C" in r.error_detail for r in unanswered)
     data = acc.finish(out.scheduled, interrupted=True, reason=out.interrupt_reason)
-    from tokenmark.rules import ClientStats, evaluate
+    from tokenmark.mlperf.rules import ClientStats, evaluate
 
     v = evaluate(summarize(data, eff), eff, ClientStats())
     assert v.mlperf.validity.value == "INVALID"
@@ -222,7 +222,7 @@ def test_real_clock_run_matches_model_within_bounds(tmp_path):
 
 
 def test_mlperf_logs_are_written_and_agree_with_results_json(tmp_path, demo_server):
-    from tokenmark.mllog import parse_detail, parse_summary
+    from tokenmark.mlperf.mllog import parse_detail, parse_summary
 
     res = run_benchmark(demo_server, default_dataset(demo_server), model(), tmp_path,
                         virtual_time=True)
@@ -233,7 +233,7 @@ def test_mlperf_logs_are_written_and_agree_with_results_json(tmp_path, demo_serv
     assert detail["result_first_token_99.00_percentile_latency_ns"] == TTFT
     assert detail["result_completed_tokens_per_second"] == pytest.approx(
         res.summary.tokens_per_second, rel=1e-5)
-    from tokenmark.lgrandom import loadable_sets
+    from tokenmark.mlperf.lgrandom import loadable_sets
 
     assert detail["loaded_qsl_set"] == loadable_sets(256, 256, res.settings.seeds.qsl)[0]
     assert "tokenmark" in (detail.tokenmark_note or "")

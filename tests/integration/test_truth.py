@@ -33,7 +33,7 @@ from tests.fixtures.servers import ThirdPartyServer, free_port, require_or_skip
 from tests.integration.openai_support import closed, truth_rows
 from tokenmark.adapters.openai_http import OpenAIHttpSUT
 from tokenmark.adapters.openai_target import OpenAIConfig, check_target
-from tokenmark.api import RunResult, run_benchmark
+from tokenmark.api.run import RunResult, run_benchmark
 from tokenmark.clock import Clock
 from tokenmark.config.layering import LayeredSettings
 from tokenmark.dataset import Dataset, LengthDistribution, SyntheticDataset

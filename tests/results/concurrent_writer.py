@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 
-from tokenmark import results_api
+from tokenmark.api import results as results_api
 from tokenmark.resultrows import Label, ResultRow
 from tokenmark.store import Store
 

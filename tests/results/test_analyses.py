@@ -118,9 +118,9 @@ def test_generation_over_generation_shows_rows_and_refuses_unequal_counts(publis
 def test_scaling_efficiency(published):
     # AMD's own 8 GPUs and AMD_MangoBoost's clusters: two submitters, refused by default
     with pytest.raises(AnalysisError, match=r"2 submitters \(AMD, AMD_MangoBoost\)"):
-        analyses.scaling(published, "llama2-70b-99", "Offline", accelerator="MI355X",
+        analyses.scaling_efficiency(published, "llama2-70b-99", "Offline", accelerator="MI355X",
                          division="open")
-    s = analyses.scaling(published, "llama2-70b-99", "Offline", accelerator="MI355X",
+    s = analyses.scaling_efficiency(published, "llama2-70b-99", "Offline", accelerator="MI355X",
                          division="open", submitter=analyses.ANY)
     assert s.submitters == ("AMD", "AMD_MangoBoost")
     # open v5.1: AMD 8xMI355X 93045.8; AMD_MangoBoost 4 x 8 350820 and 8 x 8 648248
@@ -129,18 +129,20 @@ def test_scaling_efficiency(published):
     assert eff[8] == 1.0
     assert eff[32] == pytest.approx((350820 / 32) / (93045.8 / 8))     # 0.943
     assert eff[64] == pytest.approx((648248 / 64) / (93045.8 / 8))     # 0.871
-    j = analyses.scaling(published, "llama2-70b-99", "Offline", accelerator="H100-SXM-80GB",
-                         submitter="JuniperNetworks", round="v4.1")
+    j = analyses.scaling_efficiency(published, "llama2-70b-99", "Offline",
+                                    accelerator="H100-SXM-80GB", submitter="JuniperNetworks",
+                                    round="v4.1")
     # JuniperNetworks v4.1: 2 x 8 H100 41672.4, 4 x 8 82749.6
     assert [p.accelerators for p in j.points] == [16, 32]
     assert j.points[1].efficiency == pytest.approx((82749.6 / 32) / (41672.4 / 16))  # 0.993
     with pytest.raises(AnalysisError, match="results in v4.1, v5.1"):
-        analyses.scaling(published, "llama2-70b-99", "Offline", accelerator="H100-SXM-80GB")
+        analyses.scaling_efficiency(published, "llama2-70b-99", "Offline",
+                                    accelerator="H100-SXM-80GB")
     with pytest.raises(AnalysisError, match="latency"):
-        analyses.scaling(published, "gptj-99", "SingleStream", accelerator="Orin",
+        analyses.scaling_efficiency(published, "gptj-99", "SingleStream", accelerator="Orin",
                          round="v4.1")
     with pytest.raises(AnalysisError, match="several models"):
-        analyses.scaling(published, "llama2-70b-99", "Offline", accelerator="H200",
+        analyses.scaling_efficiency(published, "llama2-70b-99", "Offline", accelerator="H200",
                          round="v4.1")
 
 

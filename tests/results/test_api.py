@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.paths import SAMPLES
-from tokenmark import results_api, results_tables
+from tokenmark.api import results as results_api
+from tokenmark.api import tables as results_tables
 from tokenmark.errors import AnalysisError, BadInputError
 
 
@@ -36,7 +37,7 @@ def test_leaderboard_from_the_database(db):
 
 
 def test_scaling_uses_the_accelerators_used(db):
-    s = results_api.scaling("llama2-70b-99", "Offline", accelerator="MI355X", db=db,
+    s = results_api.scaling_efficiency("llama2-70b-99", "Offline", accelerator="MI355X", db=db,
                             submitter="AMD")
     eff = {p.accelerators: p.efficiency for p in s.points}
     # AMD v6.0: 8 GPUs 103480 tok/s; 87 of 88 GPUs 1.04211e6 tok/s

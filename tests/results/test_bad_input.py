@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenmark import results_api
+from tokenmark.api import results as results_api
 from tokenmark.importer import Limits
 from tokenmark.store import Store
 

@@ -7,7 +7,7 @@ import sys
 import time
 
 from tests.paths import ROOT, SAMPLES
-from tokenmark import results_api
+from tokenmark.api import results as results_api
 from tokenmark.store import Store
 
 N = 40

@@ -118,10 +118,10 @@ def test_a_damaged_submission_tree_gives_per_file_errors_never_a_crash(tree, dat
 
 @pytest.fixture(scope="module")
 def run_results(tmp_path_factory) -> Path:
-    from tokenmark.api import SutSpec, run_benchmark
+    from tokenmark.api.run import SutSpec, run_benchmark
     from tokenmark.config.layering import build_settings
     from tokenmark.dataset import LengthDistribution, SyntheticDataset
-    from tokenmark.settings import Scenario
+    from tokenmark.mlperf.settings import Scenario
 
     out = tmp_path_factory.mktemp("run")
     layered = build_settings("v6.0", "llama3.1-8b", Scenario.CONSTANT, overrides={

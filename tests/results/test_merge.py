@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.paths import SAMPLES, SHARED_DATA
-from tokenmark import results_api
+from tokenmark.api import results as results_api
 from tokenmark.resultrows import (
     SOURCE_LOGS,
     SOURCE_TABLE,

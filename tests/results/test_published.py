@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from tests.paths import SAMPLES, SHARED_DATA
 from tests.results.support import csv_records
-from tokenmark import results_api
+from tokenmark.api import results as results_api
 from tokenmark.cli import app
 from tokenmark.importer import scan
 from tokenmark.importer.packaged import Source, build, load, packaged_path, source_line
@@ -121,7 +121,7 @@ def test_a_fresh_install_answers_about_published_rounds(fresh):
     c = results_api.compare("v6.1/NVIDIA/GB300-NVL72_GB300-288GB_aarch64x72_TRT",
                             "v6.1/NVIDIA/VR-NVL72_VR-288GB_aarch64x72_TRT")
     assert {r.benchmark for r in c.ratios} == {"deepseek-r1", "qwen3-vl-235b-a22b"}
-    s = results_api.scaling("deepseek-r1", "Offline", accelerator="GB300",
+    s = results_api.scaling_efficiency("deepseek-r1", "Offline", accelerator="GB300",
                             submitter="NVIDIA", round="v6.1", base=72)
     assert [p.accelerators for p in s.points] == [8, 72, 288]
     assert not fresh.exists()  # reading never creates the database

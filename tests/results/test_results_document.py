@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from tokenmark import results_api
-from tokenmark.api import SutSpec, default_dataset, run_benchmark
+from tokenmark.api import results as results_api
+from tokenmark.api.run import SutSpec, default_dataset, run_benchmark
 from tokenmark.config.layering import build_settings
 from tokenmark.findings import Finding
+from tokenmark.mlperf.settings import Scenario
 from tokenmark.output.results import (
     SCHEMA,
     ResultsDocument,
@@ -26,7 +27,6 @@ from tokenmark.output.results import (
 )
 from tokenmark.report import report_data, write_report
 from tokenmark.resultrows import UNVERIFIED_NOTE
-from tokenmark.settings import Scenario
 from tokenmark.webui.pages import run_document
 
 VERSIONS = Path(__file__).resolve().parents[1] / "data" / "results_versions"

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from tokenmark import results_api
 from tokenmark.adapters.inprocess import LatencyModel
-from tokenmark.api import SutSpec, default_dataset, run_benchmark
+from tokenmark.api import results as results_api
+from tokenmark.api.run import SutSpec, default_dataset, run_benchmark
 from tokenmark.config.layering import build_settings
+from tokenmark.mlperf.settings import Scenario
 from tokenmark.resultrows import Label
-from tokenmark.settings import Scenario
 from tokenmark.store import Store
 
 

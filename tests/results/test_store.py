@@ -11,7 +11,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from tests.paths import SAMPLES
-from tokenmark import results_api
+from tokenmark.api import results as results_api
 from tokenmark.errors import StoreError
 from tokenmark.importer import scan
 from tokenmark.resultrows import Label

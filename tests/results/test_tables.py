@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.paths import SAMPLES, SHARED_DATA
-from tokenmark import results_api
+from tokenmark.api import results as results_api
 from tokenmark.importer import scan
 from tokenmark.importer.tables import split_checker_line
 from tokenmark.resultrows import SOURCE_LOGS, SOURCE_TABLE, Label

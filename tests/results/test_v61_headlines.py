@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tokenmark import results_api
 from tokenmark.analyses import ANY
+from tokenmark.api import results as results_api
 from tokenmark.cli import app
 from tokenmark.errors import AnalysisError
 
@@ -69,14 +69,14 @@ def test_vera_rubin_nvl72_against_gb300_nvl72():
 
 
 def test_deepseek_r1_on_gb300_nvl72_from_72_to_288():
-    off = results_api.scaling("deepseek-r1", "Offline", accelerator="GB300",
+    off = results_api.scaling_efficiency("deepseek-r1", "Offline", accelerator="GB300",
                               submitter="NVIDIA", round="v6.1", base=72)
     by = {p.accelerators: p for p in off.points}
     # NVIDIA x288 2,705,130 against x72 679,740: 2705130 / (4 x 679740) = 0.99491
     assert by[288].efficiency == pytest.approx(2705130 / (4 * 679740))
     assert round(by[288].efficiency * 100, 1) == 99.5
     assert off.base.row.system_id == "GB300-NVL72_GB300-288GB_aarch64x72_TRT"
-    srv = results_api.scaling("deepseek-r1", "Server", accelerator="GB300",
+    srv = results_api.scaling_efficiency("deepseek-r1", "Server", accelerator="GB300",
                               submitter="NVIDIA", round="v6.1", base=72)
     s288 = next(p for p in srv.points if p.accelerators == 288)
     # 2,028,030 / (4 x 596,944) = 0.84934
@@ -85,8 +85,8 @@ def test_deepseek_r1_on_gb300_nvl72_from_72_to_288():
     # by default one submitter: GB300 deepseek-r1 Offline of v6.1 has four at 72
     # (NVIDIA, Azure, Nebius, Oracle), and a mix is refused
     with pytest.raises(AnalysisError, match="submitters .*Azure, NVIDIA, Nebius, Oracle"):
-        results_api.scaling("deepseek-r1", "Offline", accelerator="GB300", round="v6.1")
-    mixed = results_api.scaling("deepseek-r1", "Offline", accelerator="GB300",
+        results_api.scaling_efficiency("deepseek-r1", "Offline", accelerator="GB300", round="v6.1")
+    mixed = results_api.scaling_efficiency("deepseek-r1", "Offline", accelerator="GB300",
                                 round="v6.1", submitter=ANY, base=72)
     assert mixed.submitters == ("Azure", "NVIDIA", "Nebius", "Oracle")
 

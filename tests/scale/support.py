@@ -12,10 +12,10 @@ L - 50 ms: the highest VALID rate is ``cap * (1 + (L - 50 ms) / (0.99 T))``.
 from __future__ import annotations
 
 from tokenmark.adapters.inprocess import LatencyModel
-from tokenmark.api import SutSpec
+from tokenmark.api.run import SutSpec
 from tokenmark.config.layering import build_settings
 from tokenmark.dataset import LengthDistribution, SyntheticDataset
-from tokenmark.settings import Scenario
+from tokenmark.mlperf.settings import Scenario
 
 SERVICE_S = 0.050 + 99 * 0.010
 

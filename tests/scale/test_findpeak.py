@@ -16,12 +16,12 @@ from tests.scale.support import (
     threshold,
 )
 from tokenmark.adapters.inprocess import LatencyModel
-from tokenmark.api import SutSpec, default_dataset
+from tokenmark.api.run import SutSpec, default_dataset
+from tokenmark.api.scale import find_peak
 from tokenmark.config.layering import build_settings
 from tokenmark.errors import BadInputError
+from tokenmark.mlperf.settings import Scenario
 from tokenmark.scale.findpeak import STOP_PREFIX, PeakSearch, ProbeKind
-from tokenmark.scale_api import find_peak
-from tokenmark.settings import Scenario
 
 
 def test_peak_brackets_the_exact_dd_c_threshold(tmp_path):

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 from typer.testing import CliRunner
 
+from tokenmark.api.scale import auto_rates
 from tokenmark.cli import app
-from tokenmark.scale_api import auto_rates
 from tokenmark.servers.exact import ExactConfig, ExactServer
 
 # every request: 200 prompt tokens, 100 output tokens: TTFT 50 ms + 99 x 10 ms = 1.04 s

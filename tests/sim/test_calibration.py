@@ -130,7 +130,7 @@ def test_saturated_rate_by_hand():
 def test_no_server_rate_above_saturation():
     # with generous limits the search stops just under the saturated rate (the queue
     # would grow without bound above it), not at some multiple of it
-    from tokenmark.settings import LatencyLimits
+    from tokenmark.mlperf.settings import LatencyLimits
     eff = Efficiency(mfu=0.5, mbu=0.7, step_overhead_ns=1_000_000, seq_overhead_ns=2_000)
     d = Deployment(find_accelerator("H200"), find_model("llama3.1-8b"), Precision.FP8,
                    efficiency=eff, policy=ServingPolicy(max_num_seqs=128))

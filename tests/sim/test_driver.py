@@ -16,6 +16,8 @@ from tokenmark.errors import ConfigError
 from tokenmark.loadgen.runner import Runner
 from tokenmark.metrics.stats import Column
 from tokenmark.metrics.summary import Accumulator
+from tokenmark.mlperf.scenarios import Schedule, ScheduleKind, build_schedule
+from tokenmark.mlperf.settings import Scenario, effective
 from tokenmark.perfmodel import (
     CostModel,
     Deployment,
@@ -26,8 +28,6 @@ from tokenmark.perfmodel import (
     find_model,
 )
 from tokenmark.records import RequestRecord
-from tokenmark.scenarios import Schedule, ScheduleKind, build_schedule
-from tokenmark.settings import Scenario, effective
 from tokenmark.sim.cluster import Cluster, Router
 from tokenmark.sim.driver import simulate
 from tokenmark.sim.explain import WeightedColumn, explain

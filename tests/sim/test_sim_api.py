@@ -1,4 +1,4 @@
-"""``tokenmark.sim_api``: a simulated run writes the same kind of results folder as a
+"""``tokenmark.api.simulation``: a simulated run writes the same kind of results folder as a
 real run, bad input is one line with the numbers, and scaling sweeps report
 efficiency against the smallest size."""
 
@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from tokenmark.api.simulation import scaling, simulate
 from tokenmark.config.layering import build_settings
 from tokenmark.errors import ConfigError
-from tokenmark.mllog import parse_detail, parse_summary
+from tokenmark.mlperf.mllog import parse_detail, parse_summary
+from tokenmark.mlperf.settings import Scenario
 from tokenmark.output.records import read_records
 from tokenmark.perfmodel import Efficiency
-from tokenmark.settings import Scenario
 from tokenmark.sim.plan import ClusterSpec, plan_deployment
-from tokenmark.sim_api import scaling, simulate
 
 EFF = Efficiency(mfu=0.5, mbu=0.75, step_overhead_ns=1_500_000, seq_overhead_ns=2_000,
                  source="test")
@@ -122,9 +122,9 @@ def test_one_prediction_path_for_scaling_calibration_and_simulate():
     # the same system predicted by simulate --scaling and by calibration's predict()
     # (what the forward evaluation calls) gives the same figure, for Offline and Server;
     # Server never above the same deployment's Offline
+    from tokenmark.api.simulation import choose_plan, simulation_dataset
     from tokenmark.sim.predict import predict
     from tokenmark.sim.run import request_arrays
-    from tokenmark.sim_api import choose_plan, simulation_dataset
 
     spec = ClusterSpec("H200", "llama3.1-8b", per_node=8, efficiency=EFF)
     for sc in (Scenario.OFFLINE, Scenario.SERVER):

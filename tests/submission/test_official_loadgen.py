@@ -16,18 +16,18 @@ from tests.accuracy.support import IdsSUT
 from tests.accuracy.test_compliance import official_file
 from tests.submission.test_package import MEAS, system_file
 from tokenmark.adapters.inprocess import LatencyModel
-from tokenmark.api import SutSpec, default_dataset
+from tokenmark.api.run import SutSpec, default_dataset
 from tokenmark.config.layering import build_settings
 from tokenmark.errors import ConfigError
-from tokenmark.mllog import parse_detail
+from tokenmark.mlperf.mllog import parse_detail
+from tokenmark.mlperf.settings import Scenario
 from tokenmark.output.records import read_records
-from tokenmark.settings import Scenario
 from tokenmark.submission.check import check_tree
 from tokenmark.submission.package import PackageSpec, package_runs
 
 pytest.importorskip("mlperf_loadgen", reason="pip install mlcommons-loadgen (the loadgen extra)")
 
-from tokenmark.submission_api import run_official_loadgen  # noqa: E402
+from tokenmark.api.submission import run_official_loadgen  # noqa: E402
 
 # 200 queries/s for 2.5 s: ~500 queries, above the 459 early stopping needs at p99.
 OVERRIDES = {"target_qps": 200.0, "min_duration_ms": 2500, "min_query_count": 470,
@@ -153,8 +153,8 @@ def test_loadgen_applies_the_audit_config_written_in_the_run_folder(test06_run):
 def test_test06_judges_loadgens_accuracy_log_and_packages_into_a_closed_tree(test06_run,
                                                                            tmp_path):
     from tests.accuracy.support import plain_answer
-    from tokenmark.accuracylog import decode_ids, parse_accuracy_log
-    from tokenmark.correctness_api import audit_results
+    from tokenmark.api.correctness import audit_results
+    from tokenmark.mlperf.accuracylog import decode_ids, parse_accuracy_log
 
     out, _, _ = test06_run
     entries = parse_accuracy_log((out / "mlperf_log_accuracy.json").read_text())
@@ -210,7 +210,7 @@ def test_an_audit_is_a_performance_run():
 
 def test_the_stored_row_carries_loadgens_figure_with_tokenmarks_beside_it(official_run,
                                                                          tmp_path):
-    from tokenmark import results_api
+    from tokenmark.api import results as results_api
 
     out, _ = official_run
     detail = parse_detail((out / "mlperf_log_detail.txt").read_text())
@@ -274,7 +274,7 @@ class _ReasoningSUT(IdsSUT):
 
 
 def test_official_records_keep_the_planned_prompt_and_the_servers_details(tmp_path):
-    from tokenmark.api import run_benchmark
+    from tokenmark.api.run import run_benchmark
 
     layered = build_settings("v6.0", "llama3.1-8b", Scenario.OFFLINE, profile="demo",
                              overrides={"offline_expected_qps": 200.0, "min_duration_ms": 300,

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.submission.conftest import set_detail
-from tokenmark.api import SutSpec, default_dataset, run_benchmark
+from tokenmark.api.run import SutSpec, default_dataset, run_benchmark
 from tokenmark.config.layering import build_settings
 from tokenmark.errors import BadInputError
-from tokenmark.settings import Scenario
+from tokenmark.mlperf.settings import Scenario
 from tokenmark.submission.check import Severity, check_tree
 from tokenmark.submission.layout import MEASUREMENTS_FIELDS
 from tokenmark.submission.package import PackageSpec, package_runs, system_template

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenmark import results_api
+from tokenmark.api import results as results_api
 from tokenmark.trust import bundle as b
 
 RUN = ("run", "-b", "llama3.1-8b", "-s", "poisson", "--qps", "100", "--min-duration", "0.5",

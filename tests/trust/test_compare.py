@@ -70,17 +70,21 @@ def test_too_few_samples_are_inconclusive_not_passed(tmp_path):
     assert reproduction(a, b).verdict == "INCONCLUSIVE"
 
 
-def test_compare_cli_gate_and_notes(cli, tmp_path):
+@pytest.mark.parametrize("command", ["gate", "compare"])  # compare DIR DIR: the old name
+def test_gate_cli_and_notes(cli, tmp_path, command):
     make_run(tmp_path / "a", ttft_ms=100, tpot_ms=10, seed=1)
     make_run(tmp_path / "b", ttft_ms=120, tpot_ms=10, seed=2, manifest="m2")
     make_run(tmp_path / "c", ttft_ms=100, tpot_ms=10, seed=3)
-    code, out = cli("compare", tmp_path / "a", tmp_path / "b", "--max-regression", "5%")
+    code, out = cli(command, tmp_path / "a", tmp_path / "b", "--max-regression", "5%")
     assert code == 1 and "FAIL: regressed" in out and "TTFT p50" in out
     assert "different workloads" in out
-    code, out = cli("compare", tmp_path / "a", tmp_path / "c", "--max-regression", "5%")
+    code, out = cli(command, tmp_path / "a", tmp_path / "c", "--max-regression", "5%")
     assert code == 0 and "PASS" in out
-    code, out = cli("compare", tmp_path / "a", tmp_path / "nope", "--max-regression", "5%")
+    code, out = cli(command, tmp_path / "a", tmp_path / "nope", "--max-regression", "5%")
     assert code == 2 and "holds no results.json" in out
+    # without --max-regression both take 5%: a 20% slower TTFT fails the gate
+    code, out = cli(command, tmp_path / "a", tmp_path / "b")
+    assert code == 1 and "max regression 5.0%" in out
 
 
 def test_parse_share():

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tokenmark.assemble import WorkloadSpec, build_workload
+from tokenmark.api.assemble import WorkloadSpec, build_workload
 from tokenmark.config.layering import build_settings
-from tokenmark.settings import Scenario, Seeds
+from tokenmark.mlperf.settings import Scenario, Seeds
 from tokenmark.trust.manifest import Manifest, build_content, load_manifest
 
 RUN = ("run", "-b", "llama3.1-8b", "-s", "poisson", "--qps", "200", "--min-duration", "1",

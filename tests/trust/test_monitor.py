@@ -9,10 +9,10 @@ import time
 import pytest
 
 from tokenmark.adapters.inprocess import NullSUT
-from tokenmark.api import run_benchmark
+from tokenmark.api.run import run_benchmark
 from tokenmark.config.layering import build_settings
 from tokenmark.dataset import LengthDistribution, SyntheticDataset
-from tokenmark.settings import Scenario
+from tokenmark.mlperf.settings import Scenario
 from tokenmark.trust.monitor import ClientMonitor
 
 

@@ -5,21 +5,21 @@ from __future__ import annotations
 
 import pytest
 
-from tokenmark import trust_api
+from tokenmark.api import trust as trust_api
 from tokenmark.config.layering import build_settings
 from tokenmark.dataset import LengthDistribution, SyntheticDataset
 from tokenmark.errors import ConfigError
-from tokenmark.scenarios import build_schedule
-from tokenmark.settings import Scenario, effective
+from tokenmark.mlperf.scenarios import build_schedule
+from tokenmark.mlperf.settings import Scenario, effective
 from tokenmark.trust import selfcal
 
 
 def test_measure_and_cache(isolated):
-    cap, was_cached = trust_api.calibrate(duration_s=0.6, concurrency=4, output_tokens=16)
+    cap, was_cached = trust_api.calibrate_client(duration_s=0.6, concurrency=4, output_tokens=16)
     assert not was_cached and cap.completed > 10 and cap.failed == 0
     # every completed answer carried exactly 16 tokens
     assert cap.tokens_per_s == pytest.approx(cap.requests_per_s * 16, rel=0.01)
-    again, was_cached = trust_api.calibrate(duration_s=0.6, concurrency=4, output_tokens=16)
+    again, was_cached = trust_api.calibrate_client(duration_s=0.6, concurrency=4, output_tokens=16)
     assert was_cached and again == cap
     assert (isolated / "cache" / selfcal.CACHE_FILE).is_file()
 

@@ -6,7 +6,7 @@ import pytest
 
 from tokenmark.config.layering import build_settings, read_toml, read_user_conf
 from tokenmark.errors import ConfigError
-from tokenmark.settings import Scenario, Seeds, TestSettings, effective
+from tokenmark.mlperf.settings import Scenario, Seeds, TestSettings, effective
 
 MS = 1_000_000
 

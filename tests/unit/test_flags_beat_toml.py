@@ -18,8 +18,8 @@ import pytest
 from typer.testing import CliRunner
 
 import tokenmark.adapters.openai_target as openai_target
-import tokenmark.api as api
-import tokenmark.assemble as assemble
+import tokenmark.api.assemble as assemble
+import tokenmark.api.run as api
 import tokenmark.cli.run  # registers `run`
 import tokenmark.cli.scale as cli_scale
 from tokenmark.cli.app import app

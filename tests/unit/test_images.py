@@ -106,8 +106,8 @@ def test_images_are_made_before_the_clock_starts_not_at_send_time(demo_server):
     from tokenmark.adapters.inprocess import LatencyModel, LatencyModelSUT
     from tokenmark.clock import FakeClock, run_virtual
     from tokenmark.loadgen.runner import Runner
-    from tokenmark.scenarios import build_schedule
-    from tokenmark.settings import effective
+    from tokenmark.mlperf.scenarios import build_schedule
+    from tokenmark.mlperf.settings import effective
 
     base = SyntheticDataset(256, LengthDistribution.parse("6"), LengthDistribution.parse("3"))
     src = _Counting(GeneratedImages(ImageSize(8, 8), seed=2))

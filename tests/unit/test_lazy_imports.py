@@ -10,9 +10,9 @@ import subprocess
 import sys
 
 #: Never loaded before `tokenmark run`'s first request.
-HEAVY = ("sqlalchemy", "alembic", "jinja2", "tokenmark.store", "tokenmark.results_api",
-         "tokenmark.report", "tokenmark.submission_api", "tokenmark.scale_api",
-         "tokenmark.correctness_api", "tokenmark.webui", "tokenmark.importer",
+HEAVY = ("sqlalchemy", "alembic", "jinja2", "tokenmark.store", "tokenmark.api.results",
+         "tokenmark.report", "tokenmark.api.submission", "tokenmark.api.scale",
+         "tokenmark.api.correctness", "tokenmark.webui", "tokenmark.importer",
          "cryptography", "tokenmark.trust.bundle")
 
 _PROBE = """
@@ -57,7 +57,7 @@ def test_importing_the_run_command_loads_no_store_and_no_web_stack():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        check=True, timeout=120)
     modules = json.loads(p.stdout)
-    assert _loaded(modules, (*HEAVY, "pydantic", "fastapi", "tokenmark.trust_api",
+    assert _loaded(modules, (*HEAVY, "pydantic", "fastapi", "tokenmark.api.trust",
                              "tokenmark.api")) == []
 
 

@@ -6,8 +6,8 @@ from typer.testing import CliRunner
 
 from tokenmark.cli import app
 from tokenmark.config.layering import build_settings
-from tokenmark.scenarios import build_schedule, length_note
-from tokenmark.settings import Scenario, effective
+from tokenmark.mlperf.scenarios import build_schedule, length_note
+from tokenmark.mlperf.settings import Scenario, effective
 
 
 def note_for(scenario: Scenario, profile: str, **overrides):

@@ -26,12 +26,12 @@ from tokenmark.metrics.definitions import (
 from tokenmark.metrics.endpoints import EndpointBreakdown
 from tokenmark.metrics.live import LiveLatency
 from tokenmark.metrics.summary import Accumulator, summarize
+from tokenmark.mlperf.rules import ClientStats, evaluate
+from tokenmark.mlperf.settings import Scenario, effective
 from tokenmark.output.records import RECORDS_FILE, JsonlRecordSink
 from tokenmark.output.results import ResultsDocument, RunInfo, write_results
 from tokenmark.records import RequestRecord, TokenSource
 from tokenmark.report import run_report_data
-from tokenmark.rules import ClientStats, evaluate
-from tokenmark.settings import Scenario, effective
 from tokenmark.trust.compare import compare_runs, load_run
 
 times = st.integers(min_value=0, max_value=10**12)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tokenmark import mllog
-from tokenmark.api import SutSpec, default_dataset, run_benchmark
+from tokenmark.api.run import SutSpec, default_dataset, run_benchmark
 from tokenmark.config.layering import LayeredSettings
+from tokenmark.mlperf import mllog
+from tokenmark.mlperf.scenarios import build_schedule
 from tokenmark.output.mlperf import (
     ACCURACY_FILE,
     DETAIL_FILE,
@@ -14,7 +15,6 @@ from tokenmark.output.mlperf import (
     SUMMARY_FILE,
     write_mlperf_logs,
 )
-from tokenmark.scenarios import build_schedule
 
 
 def test_writes_loadgens_three_files(demo_server: LayeredSettings, tmp_path: Path) -> None:

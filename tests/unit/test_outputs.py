@@ -15,8 +15,8 @@ import pytest
 
 from tokenmark.dataset import LengthDistribution
 from tokenmark.errors import ConfigError, DatasetError
+from tokenmark.mlperf.settings import derive_seed
 from tokenmark.perfmodel.outputs import OutputPlan, OutputPlanner, output_model, prompt_key
-from tokenmark.settings import derive_seed
 
 
 def capped_lognormal_mean(median: float, sigma: float, cap: float) -> float:

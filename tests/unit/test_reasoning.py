@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from tokenmark.api import run_benchmark
+from tokenmark.api.run import run_benchmark
 from tokenmark.clock import FakeClock
 from tokenmark.config.layering import build_settings
 from tokenmark.dataset import LengthDistribution, SyntheticDataset
 from tokenmark.metrics.summary import Accumulator, summarize
+from tokenmark.mlperf.settings import Scenario, effective
 from tokenmark.records import Query, RequestRecord
-from tokenmark.settings import Scenario, effective
 from tokenmark.sut import ReasoningHandle, ResponseHandle
 
 MS = 1_000_000

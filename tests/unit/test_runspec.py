@@ -1,6 +1,6 @@
 """Issue 20 item 1: the typed run spec. The Python API runs a RunSpec (tokenmark.launch)
 and gets what `tokenmark run` with the same options gets; the scale commands build their
-systems under test from the same spec (tokenmark.suts)."""
+systems under test from the same spec (tokenmark.api.suts)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tokenmark.api.launch import run_spec
+from tokenmark.api.suts import SutSpec, replicas_of
 from tokenmark.config.runspec import (
     LoadOptions,
     RunSpec,
@@ -17,8 +19,6 @@ from tokenmark.config.runspec import (
     WorkloadSpec,
 )
 from tokenmark.errors import ConfigError
-from tokenmark.launch import run_spec
-from tokenmark.suts import SutSpec, replicas_of
 
 
 def _spec(tmp_path: Path, **sut: object) -> RunSpec:

@@ -13,8 +13,8 @@ from tokenmark.clock import FakeClock, run_virtual
 from tokenmark.config.layering import build_settings
 from tokenmark.errors import DatasetError
 from tokenmark.loadgen.runner import Runner
-from tokenmark.scenarios import timed_trace
-from tokenmark.settings import Scenario, effective
+from tokenmark.mlperf.scenarios import timed_trace
+from tokenmark.mlperf.settings import Scenario, effective
 from tokenmark.sources.traces import load_trace
 from tokenmark.tokenizer import BuiltinTokenizer
 from tokenmark.workload.traces import TraceWorkload

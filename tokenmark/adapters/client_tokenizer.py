@@ -1,7 +1,7 @@
 """The client-side tokenizer: a second count of each response's output tokens.
 
 The server's ``usage`` is the first source; a tokenizer given by the user counts the
-returned text again, and :mod:`tokenmark.rules` flags every request where the two
+returned text again, and :mod:`tokenmark.mlperf.rules` flags every request where the two
 disagree (a wrong tokenizer, a server that miscounts, or text that does not re-encode to
 the tokens it was decoded from). ``"builtin"`` is tokenmark's own tokenizer, which counts
 the synthetic datasets' text exactly; anything else is a model folder or a

@@ -52,6 +52,7 @@ from tokenmark.clock import Clock
 from tokenmark.dataset import Dataset
 from tokenmark.errors import ConfigError
 from tokenmark.loadgen.runner import spread
+from tokenmark.mlperf.settings import Scenario, Seeds
 from tokenmark.records import (
     ErrorClass,
     Query,
@@ -60,7 +61,6 @@ from tokenmark.records import (
     ResponseDetails,
     TokenSource,
 )
-from tokenmark.settings import Scenario, Seeds
 from tokenmark.sut import SystemUnderTest
 
 __all__ = [

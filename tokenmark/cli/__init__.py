@@ -1,5 +1,5 @@
-"""The ``tokenmark`` command line: a thin layer over :mod:`tokenmark.api` and
-:mod:`tokenmark.results_api`.
+"""The ``tokenmark`` command line: a thin layer over :mod:`tokenmark.api.run` and
+:mod:`tokenmark.api.results`.
 
 Bad input prints one line naming the problem and the fix and exits with code 2; a bug
 exits with code 3 after printing where to report it. See docs/reference.md "Exit codes".

@@ -154,7 +154,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Results": ("results", "report", "ui", "import", "db", "leaderboard", "compare",
                 "reproducibility", "scaling", "software-gains", "top", "published"),
     "Submissions": ("submission", "score", "audit"),
-    "Trust": ("reproduce", "calibrate", "bundle", "verify", "keys"),
+    "Trust": ("reproduce", "gate", "calibrate", "bundle", "verify", "keys"),
     "Tools": ("presets", "serve", "simulate", "version"),
 }
 

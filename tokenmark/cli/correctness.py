@@ -9,14 +9,14 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from tokenmark import correctness_api
 from tokenmark.adapters.openai_target import OpenAIConfig
-from tokenmark.api import EXIT_INVALID, EXIT_VALID
-from tokenmark.assemble import WorkloadSpec, build_workload
+from tokenmark.api import correctness as correctness_api
+from tokenmark.api.assemble import WorkloadSpec, build_workload
+from tokenmark.api.run import EXIT_INVALID, EXIT_VALID
 from tokenmark.cli.app import app, bad_input, out
 from tokenmark.config.layering import build_settings
 from tokenmark.errors import BadInputError
-from tokenmark.settings import Scenario
+from tokenmark.mlperf.settings import Scenario
 
 
 @app.command()

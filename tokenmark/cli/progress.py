@@ -1,7 +1,7 @@
 """The live progress view of ``tokenmark run`` (rich), and its script-friendly forms.
 
 ``tokenmark run`` creates one with :func:`progress_view` and hands its two halves to
-:func:`tokenmark.api.run_benchmark`: :meth:`ProgressView.update` as ``progress`` (the
+:func:`tokenmark.api.run.run_benchmark`: :meth:`ProgressView.update` as ``progress`` (the
 runner's counters, every 0.25 s) and :meth:`ProgressView.consume` as a record consumer
 (each finished request). The view shows elapsed and remaining time, issued / completed
 / in flight, output tokens/s over the last few seconds, the running percentile of TTFT
@@ -40,8 +40,8 @@ from rich.text import Text
 from tokenmark.errors import BadInputError
 from tokenmark.loadgen.runner import RunnerStats
 from tokenmark.metrics.live import LiveLatency, LiveSnapshot
+from tokenmark.mlperf.settings import EffectiveSettings, Scenario, TestSettings, effective
 from tokenmark.records import RequestRecord
-from tokenmark.settings import EffectiveSettings, Scenario, TestSettings, effective
 
 __all__ = ["Figures", "ProgressMode", "ProgressView", "choose_mode", "plain_line",
            "progress_view"]
@@ -188,7 +188,7 @@ class ProgressView:
             self.live_latency.add(record)
 
     def update(self, stats: RunnerStats, elapsed: float) -> None:
-        """The ``progress`` callback of :func:`tokenmark.api.run_benchmark`."""
+        """The ``progress`` callback of :func:`tokenmark.api.run.run_benchmark`."""
         if self.mode is ProgressMode.OFF:
             return
         figures = self.figures(stats, elapsed)

@@ -33,10 +33,10 @@ from tokenmark.errors import EXIT_INTERRUPTED, BadInputError, ConfigError
 # its first request (no results store, SQLAlchemy, pydantic, report, packaging or
 # accuracy code; tests/unit/test_lazy_imports.py).
 if TYPE_CHECKING:
-    from tokenmark.api import InterruptGuard, RunResult
+    from tokenmark.api.run import InterruptGuard, RunResult
     from tokenmark.metrics.stats import Distribution
-    from tokenmark.rules import Verdict
-    from tokenmark.settings import TestSettings
+    from tokenmark.mlperf.rules import Verdict
+    from tokenmark.mlperf.settings import TestSettings
 
 WL = "Workload"
 TG = "HTTP target"
@@ -360,15 +360,15 @@ def run(ctx: typer.Context, **options: Any) -> None:
 
     Example: tokenmark run --benchmark llama3.1-8b --scenario Server --profile demo --qps 30
     """
-    from tokenmark import suts
-    from tokenmark.api import InterruptGuard, run_benchmark
-    from tokenmark.assemble import build_workload, default_api, prebuild, server_tokenizer
+    from tokenmark.api import suts
+    from tokenmark.api.assemble import build_workload, default_api, prebuild, server_tokenizer
+    from tokenmark.api.run import InterruptGuard, run_benchmark
     from tokenmark.cli.progress import progress_view
     from tokenmark.cli.trust import manifest_plan, run_watchers
     from tokenmark.compliance.audit import apply_audit, audit_for
     from tokenmark.config.layering import DEMO_MAX_OUTPUT_TOKENS
     from tokenmark.config.runspec import RunSpec
-    from tokenmark.settings import Mode, effective
+    from tokenmark.mlperf.settings import Mode, effective
     from tokenmark.sources.hf_tokenizer import load_hf_tokenizer
 
     try:
@@ -422,7 +422,7 @@ def run(ctx: typer.Context, **options: Any) -> None:
                       soft_wrap=True, highlight=False)
         driver = None
         if ld.distributed or ld.ray_address:
-            from tokenmark.scale_api import distributed_driver
+            from tokenmark.api.scale import distributed_driver
 
             driver = distributed_driver(ld.distributed, ld.ray_address, ld.ray_workers)
         eff_scenario = layered.settings.scenario
@@ -466,7 +466,7 @@ def run(ctx: typer.Context, **options: Any) -> None:
             if ld.virtual_time or trace_plan is not None:
                 raise ConfigError("--loadgen official runs in real time, without "
                                   "--virtual-time or --trace")
-            from tokenmark.submission_api import run_official_loadgen
+            from tokenmark.api.submission import run_official_loadgen
 
             result = run_official_loadgen(layered, workload.dataset, spec, out_dir,
                                           find_peak=ld.find_peak, audit=audit)
@@ -487,7 +487,7 @@ def run(ctx: typer.Context, **options: Any) -> None:
                     encode=encode, driver=driver, watchers=watchers)
         if audit is not None and audit.upper() in ("TEST06", "TEST09") and (
                 out_dir / "mlperf_log_accuracy.json").is_file():
-            from tokenmark.correctness_api import audit_results
+            from tokenmark.api.correctness import audit_results
 
             verdict = audit_results(audit, out_dir)
             err.print(f"{verdict.test}: {'PASS' if verdict.passed else 'FAIL'} "
@@ -507,8 +507,8 @@ def run(ctx: typer.Context, **options: Any) -> None:
 
 def _warn_length(settings: TestSettings, dataset_size: int) -> None:
     """Warn when LoadGen's rules make the run much longer than asked (issue 27)."""
-    from tokenmark.scenarios import build_schedule, length_note
-    from tokenmark.settings import effective
+    from tokenmark.mlperf.scenarios import build_schedule, length_note
+    from tokenmark.mlperf.settings import effective
 
     try:
         eff = effective(settings, dataset_size)
@@ -551,7 +551,7 @@ def _write_csv(result: RunResult) -> None:
 
 def _store(result: RunResult, db: str | None, *, quiet: bool) -> None:
     """Store the run as an unverified row; a failure warns and keeps the run's exit code."""
-    from tokenmark import results_api
+    from tokenmark.api import results as results_api
 
     try:
         report = results_api.store_run(result.output_dir, db=db)
@@ -578,7 +578,7 @@ def _dist_row(name: str, d: Distribution, p_target: float) -> list[str]:
 
 
 def _verdict_text(v: Verdict) -> Text:
-    from tokenmark.rules import Validity
+    from tokenmark.mlperf.rules import Validity
 
     style = {Validity.VALID: "bold green", Validity.INVALID: "bold red"}.get(v.validity, "dim")
     return Text(v.validity.value, style=style)
@@ -651,7 +651,7 @@ def presets(
 
     Example: tokenmark presets v6.0
     """
-    from tokenmark.config.presets import load_round, rounds
+    from tokenmark.mlperf.presets import load_round, rounds
 
     out = stdout()
     try:

@@ -14,9 +14,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tokenmark import scale_api, suts
-from tokenmark.api import EXIT_INVALID, EXIT_VALID, SutSpec
-from tokenmark.assemble import build_workload
+from tokenmark.api import scale as scale_api
+from tokenmark.api import suts
+from tokenmark.api.assemble import build_workload
+from tokenmark.api.run import EXIT_INVALID, EXIT_VALID, SutSpec
 from tokenmark.cli.app import (
     OptionGroup,
     app,

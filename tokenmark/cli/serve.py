@@ -93,7 +93,7 @@ def serve(
         if engine == "hf":
             if model_dir is None:
                 raise ConfigError("--engine hf serves a local model: give --model-dir DIR")
-            from tokenmark import correctness_api
+            from tokenmark.api import correctness as correctness_api
 
             correctness_api.serve_hf(model_dir, host=host, port=port)
             return

@@ -1,4 +1,4 @@
-"""``tokenmark simulate``: a thin layer over :mod:`tokenmark.sim_api`."""
+"""``tokenmark simulate``: a thin layer over :mod:`tokenmark.api.simulation`."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tokenmark.api.simulation import scaling, simulate, simulation_dataset
 from tokenmark.cli.app import app, bad_input, check_numbers
 from tokenmark.config.layering import build_settings, default_scenario
 from tokenmark.errors import BadInputError
+from tokenmark.mlperf.settings import Scenario
 from tokenmark.perfmodel import Efficiency
-from tokenmark.settings import Scenario
 from tokenmark.sim.plan import ClusterSpec
-from tokenmark.sim_api import scaling, simulate, simulation_dataset
 
 
 @app.command(name="simulate")

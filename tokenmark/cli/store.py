@@ -1,6 +1,6 @@
 """The results-database commands: import, db, results, leaderboard, reproducibility,
 compare, scaling, software-gains, top and published. Each calls one function of
-:mod:`tokenmark.results_api` and prints :mod:`tokenmark.results_tables`. This module is
+:mod:`tokenmark.api.results` and prints :mod:`tokenmark.api.tables`. This module is
 imported alone when one of its commands runs (see :mod:`tokenmark.cli`), so it loads
 nothing of the run path."""
 
@@ -13,11 +13,8 @@ from typing import Annotated
 import typer
 from rich.table import Table as RichTable
 
-from tokenmark import results_api
-from tokenmark.cli.app import app, bad_input, check_numbers, err, out
-from tokenmark.errors import EXIT_BAD_INPUT, AnalysisError, BadInputError
-from tokenmark.resultrows import ResultRow
-from tokenmark.results_tables import (
+from tokenmark.api import results as results_api
+from tokenmark.api.tables import (
     Table,
     accelerator_comparison_tables,
     aliases_table,
@@ -33,6 +30,9 @@ from tokenmark.results_tables import (
     scaling_table,
     top_table,
 )
+from tokenmark.cli.app import app, bad_input, check_numbers, err, out
+from tokenmark.errors import EXIT_BAD_INPUT, AnalysisError, BadInputError
+from tokenmark.resultrows import ResultRow
 
 DbOpt = Annotated[str | None, typer.Option(
     "--db", help="Database file or URL (default: $TOKENMARK_DB, else "
@@ -268,12 +268,12 @@ def compare(
         "--round", help="With --accelerators: one round.")] = None,
     published: PublishedOpt = True,
     max_regression: Annotated[str | None, typer.Option(
-        help="Regression gate for CI: A and B are results folders (baseline, new run); "
-        "exit 1 when throughput or a latency percentile got worse by more than this "
-        "(e.g. 5%) with 95% confidence.")] = None,
+        help="Regression gate for CI (the same as 'tokenmark gate A B'): A and B are "
+        "results folders (baseline, new run); exit 1 when throughput or a latency "
+        "percentile got worse by more than this (e.g. 5%) with 95% confidence.")] = None,
 ) -> None:
     """Generation over generation: system B against system A, per benchmark and scenario;
-    or, given two results folders, a regression gate between a baseline and a new run.
+    or, given two results folders, the regression gate of 'tokenmark gate' (its old name).
 
     Example: tokenmark compare v5.1/NVIDIA/GB300-NVL72_GB300-288GB_aarch64x72_TRT v6.0/NVIDIA/GB300-NVL72_GB300-288GB_aarch64x288_TRT --normalise
     Example: tokenmark compare GB300 "Vera Rubin" --accelerators --round v6.1
@@ -326,7 +326,7 @@ def scaling(
                 round=round_, division=_any(division), base=base, availability=availability,
                 published=published)
         else:
-            curves = [results_api.scaling(
+            curves = [results_api.scaling_efficiency(
                 benchmark, scenario, accelerator=accelerator, db=db, submitter=submitter,
                 round=round_, division=_any(division), base=base, availability=availability,
                 published=published)]

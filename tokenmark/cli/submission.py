@@ -1,5 +1,5 @@
 """``tokenmark submission``: package a submission tree from runs, check a tree, and print a
-system-description template. Thin: each command calls :mod:`tokenmark.submission_api`."""
+system-description template. Thin: each command calls :mod:`tokenmark.api.submission`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from tokenmark import submission_api
-from tokenmark.api import EXIT_INVALID
+from tokenmark.api import submission as submission_api
+from tokenmark.api.run import EXIT_INVALID
 from tokenmark.cli.app import app, bad_input, err, out
 from tokenmark.errors import BadInputError
 from tokenmark.submission.check import CheckReport, Severity

@@ -1,6 +1,7 @@
-"""``tokenmark keys``, ``bundle``, ``verify``, ``calibrate`` and ``reproduce``, and what
-``tokenmark run`` (``--manifest``, calibration options) and ``tokenmark compare``
-(``--max-regression``) take from :mod:`tokenmark.trust_api`.
+"""``tokenmark keys``, ``bundle``, ``verify``, ``calibrate``, ``reproduce`` and ``gate``, and
+what ``tokenmark run`` (``--manifest``, calibration options) and ``tokenmark compare``
+(two folders or ``--max-regression``: the gate under its old name) take from
+:mod:`tokenmark.api.trust`.
 
 Registered on the shared Typer app by importing this module.
 """
@@ -13,17 +14,17 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from tokenmark import trust_api
 from tokenmark.adapters.openai_target import OpenAIConfig
-from tokenmark.api import EXIT_BAD_INPUT, EXIT_INVALID, EXIT_VALID, RunWatcher
-from tokenmark.assemble import Workload, WorkloadSpec
+from tokenmark.api import trust as trust_api
+from tokenmark.api.assemble import Workload, WorkloadSpec
+from tokenmark.api.run import EXIT_BAD_INPUT, EXIT_INVALID, EXIT_VALID, RunWatcher
 from tokenmark.cli.app import app, bad_input, check_numbers, err, out
 from tokenmark.config.layering import LayeredSettings
 from tokenmark.errors import BadInputError, ConfigError
 from tokenmark.trust.compare import Delta, parse_share, worse_by
 
-__all__ = ["bundle", "calibrate", "keys", "manifest_plan", "regression_gate", "reproduce",
-           "run_watchers", "verify"]
+__all__ = ["bundle", "calibrate", "gate", "keys", "manifest_plan", "regression_gate",
+           "reproduce", "run_watchers", "verify"]
 
 #: ``tokenmark run`` options that may go with ``--manifest`` (where and how to send,
 #: where results go); every other workload or settings option is fixed by the manifest.
@@ -68,7 +69,7 @@ def run_watchers(
     """What ``tokenmark run`` records beside its records (see trust_api.run_watchers)."""
     capacity = None
     if calibrate and target is not None:
-        capacity, was_cached = trust_api.calibrate(workers=workers)
+        capacity, was_cached = trust_api.calibrate_client(workers=workers)
         err.print(f"client capacity{' (cached)' if was_cached else ''}: "
                   f"{capacity.requests_per_s:,.0f} requests/s, "
                   f"{capacity.tokens_per_s:,.0f} tokens/s", highlight=False)
@@ -210,7 +211,7 @@ def calibrate(
     """
     try:
         check_numbers({"duration": duration})
-        cap, was_cached = trust_api.calibrate(workers=workers, duration_s=duration,
+        cap, was_cached = trust_api.calibrate_client(workers=workers, duration_s=duration,
                                               concurrency=concurrency,
                                               output_tokens=output_tokens, force=force)
     except BadInputError as e:
@@ -289,9 +290,28 @@ def reproduce(
     raise typer.Exit(EXIT_VALID if rd.verdict == "REPRODUCED" else EXIT_INVALID)
 
 
+@app.command()
+def gate(
+    baseline: Annotated[Path, typer.Argument(help="The baseline's results folder.")],
+    run: Annotated[Path, typer.Argument(help="The new run's results folder.")],
+    max_regression: Annotated[str, typer.Option(
+        help="Exit 1 when throughput or a latency percentile got worse by more than this "
+        "(e.g. 5%) with 95% confidence.")] = "5%",
+    json_out: Annotated[bool, typer.Option("--json", help="Print the reading as JSON.")
+    ] = False,
+) -> None:
+    """Regression gate for CI: a new run against a baseline run (two results folders);
+    exit 1 on a regression, 0 otherwise. 'tokenmark compare BASELINE RUN' is the same.
+
+    Example: tokenmark gate results/baseline results/candidate --max-regression 5%
+    """
+    raise typer.Exit(regression_gate(baseline, run, max_regression, json_out=json_out))
+
+
 def regression_gate(baseline: Path, run: Path, max_regression: str, *,
                     json_out: bool = False) -> int:
-    """``tokenmark compare BASELINE RUN --max-regression X``: print, return the exit code."""
+    """``tokenmark gate BASELINE RUN --max-regression X`` (and ``compare`` given two
+    folders): print, return the exit code."""
     try:
         g = trust_api.regression_gate(baseline, run, threshold=parse_share(max_regression))
     except BadInputError as e:

@@ -7,7 +7,7 @@ scripts read their own thresholds from the same file (``test07_accuracy_threshol
 test's file as published in ``mlcommons/inference`` ``compliance/TEST0x/`` (values, not
 text, are reproduced), and
 
-* :func:`apply_audit` turns one into a :class:`~tokenmark.settings.TestSettings` (the mode
+* :func:`apply_audit` turns one into a :class:`~tokenmark.mlperf.settings.TestSettings` (the mode
   becomes PerformanceOnly, the seed goes into ``Seeds.accuracy_log``): how tokenmark's
   own load generator runs an audit;
 * :func:`audit_config_text` writes it back as an ``audit.config`` file (the official
@@ -26,7 +26,7 @@ from types import MappingProxyType
 from typing import Final
 
 from tokenmark.errors import ConfigError
-from tokenmark.settings import Mode, TestSettings
+from tokenmark.mlperf.settings import Mode, TestSettings
 
 __all__ = ["AUDITS", "Audit", "apply_audit", "audit_config_text",
            "audit_for", "read_audit_config"]

@@ -7,7 +7,7 @@ folder out as the script does under ``<output_dir>/TEST0x/``.
 
 TEST06 (``verify_accuracy.txt``), the three checks on the token ids (int32, the script's
 default ``--dtype``, or int64 where the log holds 8-byte ids: the width is read from the
-log, :func:`~tokenmark.accuracylog.token_width`):
+log, :func:`~tokenmark.mlperf.accuracylog.token_width`):
 
 * first token (every scenario but Offline, where the line says ``Skipped``): each
   entry's ``token_data`` equals the start of its ``data`` (compared over the shorter of
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokenmark.accuracylog import ACCURACY_LOG_FILE, decode_ids, token_width
+from tokenmark.mlperf.accuracylog import ACCURACY_LOG_FILE, decode_ids, token_width
 
 __all__ = [
     "Test06Result",

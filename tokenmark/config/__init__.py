@@ -1,3 +1,3 @@
-"""Configuration: the packaged MLPerf round presets (:mod:`tokenmark.config.presets`) and the
-layering of presets, TOML files, ``user.conf`` and flags into ``TestSettings``.
+"""Configuration: the layering of round presets (:mod:`tokenmark.mlperf.presets`), TOML
+files, ``user.conf`` and flags into ``TestSettings``.
 """

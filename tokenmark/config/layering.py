@@ -1,6 +1,6 @@
 """Settings layering: round preset < profile < TOML file < MLPerf ``user.conf`` < CLI flags.
 
-Each layer is a plain mapping of :class:`~tokenmark.settings.TestSettings` field names
+Each layer is a plain mapping of :class:`~tokenmark.mlperf.settings.TestSettings` field names
 to values (latencies in ms in files and flags, as LoadGen's config files use), applied in
 that order. The layers that were applied are returned with the settings so they can be
 logged beside the effective settings.
@@ -20,10 +20,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tokenmark.config.presets import BenchmarkPreset, mlperf_settings, resolve
 from tokenmark.errors import ConfigError
 from tokenmark.inputs import MIB, InputLimitError, read_bounded, toml_loads
-from tokenmark.settings import (
+from tokenmark.mlperf.presets import BenchmarkPreset, mlperf_settings, resolve
+from tokenmark.mlperf.settings import (
     LatencyLimits,
     Mode,
     Scenario,

@@ -37,7 +37,7 @@ from tokenmark.config.layering import (
     read_toml,
 )
 from tokenmark.errors import ConfigError
-from tokenmark.settings import Scenario, Seeds
+from tokenmark.mlperf.settings import Scenario, Seeds
 
 __all__ = ["TOML_KEYS", "LoadOptions", "OutputOptions", "RunSpec", "SutOptions",
            "TargetOptions", "TrustOptions", "WorkloadSpec", "headers"]

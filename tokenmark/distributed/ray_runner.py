@@ -58,10 +58,10 @@ from tokenmark.errors import ConfigError, TargetError
 from tokenmark.loadgen.remote import SutFactory
 from tokenmark.loadgen.runner import RecordConsumer, Runner, RunnerStats, RunOutcome
 from tokenmark.metrics.columns import ColumnPacker, RecordColumns
+from tokenmark.mlperf.scenarios import Schedule, ScheduleKind
+from tokenmark.mlperf.settings import EffectiveSettings
 from tokenmark.output.records import encode_record
 from tokenmark.records import RecordSink, RequestRecord
-from tokenmark.scenarios import Schedule, ScheduleKind
-from tokenmark.settings import EffectiveSettings
 
 try:
     import ray

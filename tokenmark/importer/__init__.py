@@ -4,7 +4,7 @@
 ``results.json``, official results table or archive) into result rows, run records,
 system descriptions and per-file errors, and writes nothing; the results store
 (:mod:`tokenmark.store`) writes a scan in one transaction. The importer and the store do
-not import each other: :mod:`tokenmark.results_api` composes them.
+not import each other: :mod:`tokenmark.api.results` composes them.
 
 The names below are loaded on first use, so that a command that only resolves a
 benchmark name (``canonical_benchmark``) does not pay for the log parsers.

@@ -135,7 +135,7 @@ def canonical_benchmark(name: str, round_name: str | None = None) -> str:
     """The checker's name of a benchmark or folder name (``llama3_1-8b`` ->
     ``llama3.1-8b``): the presets' aliases (``round_name``'s first, then the newest
     round's), then the checker's own mapping and guesses; unknown names are kept."""
-    from tokenmark.config.presets import load_round, rounds  # on first use: TOML files
+    from tokenmark.mlperf.presets import load_round, rounds  # on first use: TOML files
 
     candidates = ([round_name] if round_name else []) + [
         r for r in reversed(rounds()) if r != round_name]
@@ -156,7 +156,7 @@ def canonical_benchmark(name: str, round_name: str | None = None) -> str:
 @cache
 def is_known_benchmark(name: str) -> bool:
     """Whether some round's preset names a benchmark ``name`` (the checker's names)."""
-    from tokenmark.config.presets import load_round, rounds
+    from tokenmark.mlperf.presets import load_round, rounds
 
     for rnd in rounds():
         try:
@@ -259,7 +259,7 @@ def inferred_quirk(round_name: str, benchmark: str, scenario: str, inferred: boo
     if scenario in ("Server", "Interactive", "SingleStream"):
         why = f"the checker never infers a {scenario}-scenario figure"
     elif scenario == "Offline":
-        from tokenmark.config.presets import load_round
+        from tokenmark.mlperf.presets import load_round
 
         try:
             preset = load_round(round_name).benchmarks.get(benchmark)

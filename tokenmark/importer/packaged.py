@@ -12,7 +12,7 @@ with its SHA-256 and counts, and the rows per round. Values are written exactly
 Reading is the standard library only (gzip, csv) and takes a few milliseconds per
 thousand rows; a refreshed table in the user's data folder, or the file
 ``$TOKENMARK_PUBLISHED`` names, is read instead of the packaged one by
-:mod:`tokenmark.results_api`.
+:mod:`tokenmark.api.results`.
 """
 
 from __future__ import annotations

@@ -32,7 +32,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Final
 
-from tokenmark.config.presets import load_round
 from tokenmark.errors import ConfigError
 from tokenmark.importer.checker import (
     Figure,
@@ -45,7 +44,8 @@ from tokenmark.importer.checker import (
 )
 from tokenmark.importer.tree import FileError, Rejected, Tree
 from tokenmark.inputs import InputLimitError, json_loads
-from tokenmark.mllog import MLLogError, parse_detail, parse_summary
+from tokenmark.mlperf.mllog import MLLogError, parse_detail, parse_summary
+from tokenmark.mlperf.presets import load_round
 from tokenmark.resultrows import Label, ResultRow, SystemRecord, accelerator_counts
 
 __all__ = ["DIVISIONS", "REQUIRED_SYSTEM_FIELDS", "SubmitterReader", "canonical_benchmark"]

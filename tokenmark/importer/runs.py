@@ -33,11 +33,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from tokenmark.config.presets import BenchmarkPreset, find_benchmark
 from tokenmark.errors import ConfigError
 from tokenmark.importer.published import _accuracy as accuracy_figures  # one reader
 from tokenmark.importer.tree import Rejected, Tree
 from tokenmark.inputs import InputLimitError, json_loads
+from tokenmark.mlperf.presets import BenchmarkPreset, find_benchmark
 from tokenmark.output.results import SCHEMA, SCHEMA_PREFIX, ResultsDocument, ResultsError
 from tokenmark.resultrows import (
     ACCURACY_MODE,

@@ -5,7 +5,7 @@ A distributed run (``tokenmark run --distributed ray``, :mod:`tokenmark.distribu
 hands shards of the same precomputed schedule to runners on other machines and feeds
 every record they finish back here, moved onto this run's time base, to the same
 consumers and sinks a local runner feeds. Metrics, verdicts and writers therefore see
-one run either way; :func:`tokenmark.api.run_benchmark` takes a driver in place of the
+one run either way; :func:`tokenmark.api.run.run_benchmark` takes a driver in place of the
 local runner.
 """
 
@@ -17,9 +17,9 @@ from typing import Any, Protocol
 from tokenmark.clock import Clock
 from tokenmark.dataset import Dataset
 from tokenmark.loadgen.runner import RecordConsumer, RunnerStats, RunOutcome
+from tokenmark.mlperf.scenarios import Schedule
+from tokenmark.mlperf.settings import EffectiveSettings
 from tokenmark.records import RecordSink
-from tokenmark.scenarios import Schedule
-from tokenmark.settings import EffectiveSettings
 from tokenmark.sut import SystemUnderTest
 
 __all__ = ["RunDriver", "SutFactory"]

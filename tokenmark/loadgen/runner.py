@@ -1,4 +1,4 @@
-"""The load generator: walks a precomputed :class:`~tokenmark.scenarios.Schedule` against a
+"""The load generator: walks a precomputed :class:`~tokenmark.mlperf.scenarios.Schedule` against a
 system under test and turns its answers into :class:`~tokenmark.records.RequestRecord`.
 
 Rules it keeps (LoadGen's, plus tokenmark's bookkeeping):
@@ -26,6 +26,7 @@ import numpy as np
 
 from tokenmark.clock import Clock
 from tokenmark.dataset import Dataset, Loadable
+from tokenmark.mlperf.scenarios import Schedule, ScheduleKind
 from tokenmark.records import (
     ErrorClass,
     Phase,
@@ -35,7 +36,6 @@ from tokenmark.records import (
     ResponseDetails,
     TokenSource,
 )
-from tokenmark.scenarios import Schedule, ScheduleKind
 from tokenmark.sut import SystemUnderTest
 
 __all__ = ["FLUSH_INTERVAL_NS", "RunOutcome", "Runner", "RunnerStats"]

@@ -1,7 +1,7 @@
 """Lengths and counts against the server's own: the facts behind three findings.
 
 :class:`LengthTally` sees every finished record (a record consumer of the run) and keeps
-what :mod:`tokenmark.rules` needs:
+what :mod:`tokenmark.mlperf.rules` needs:
 
 - ``input_length_agreement``: each request's planned prompt length beside the server's
   ``prompt_tokens`` (only where the server reported it);
@@ -23,13 +23,13 @@ from array import array
 from collections import defaultdict
 from typing import Any
 
-from tokenmark.records import RequestRecord, TokenSource
-from tokenmark.rules import (
+from tokenmark.mlperf.rules import (
     Finding,
     input_length_agreement,
     output_length,
     stream_usage_agreement,
 )
+from tokenmark.records import RequestRecord, TokenSource
 
 __all__ = ["EXACT_BASES", "LengthTally"]
 

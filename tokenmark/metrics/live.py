@@ -18,7 +18,7 @@ What is exact and what is not, as the display must say:
   window, not over the run (the results file has the exact figures);
 - early stopping (Server, Interactive) compares the queries issued so far with
   ``h_min(t) + t`` for the current over-limit count ``t`` of each limited latency, the
-  test LoadGen applies at the end (:func:`tokenmark.earlystop.server_early_stopping`);
+  test LoadGen applies at the end (:func:`tokenmark.mlperf.earlystop.server_early_stopping`);
   SingleStream and MultiStream need ``h_min(1) + 1`` queries; Offline and tokenmark's
   own patterns have no early stopping (``None``).
 """
@@ -30,10 +30,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenmark.earlystop import MinPassingQueriesFinder
 from tokenmark.metrics.definitions import tpot_one, ttft_one
+from tokenmark.mlperf.earlystop import MinPassingQueriesFinder
+from tokenmark.mlperf.settings import EffectiveSettings, LatencyLimits, Scenario
 from tokenmark.records import Phase, RequestRecord
-from tokenmark.settings import EffectiveSettings, LatencyLimits, Scenario
 
 __all__ = ["DEFAULT_WINDOW", "EarlyStatus", "LiveLatency", "LiveSnapshot"]
 

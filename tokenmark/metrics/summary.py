@@ -38,8 +38,8 @@ import numpy as np
 from tokenmark.metrics.columns import COLUMNS, ColumnPacker, RecordColumns
 from tokenmark.metrics.definitions import e2e_ns, send_lag_ns, tpot_ns, ttft_ns
 from tokenmark.metrics.stats import LOADGEN_PERCENTILES, Column, Distribution
+from tokenmark.mlperf.settings import EffectiveSettings, LatencyLimits, Scenario
 from tokenmark.records import RequestRecord
-from tokenmark.settings import EffectiveSettings, LatencyLimits, Scenario
 
 __all__ = ["Accumulator", "RunData", "Summary", "summarize"]
 

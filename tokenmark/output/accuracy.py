@@ -3,8 +3,8 @@
 :class:`AccuracyRecorder` is the runner's output consumer
 (:data:`tokenmark.loadgen.runner.OutputConsumer`): for each finished request that
 LoadGen would log (every one in accuracy mode; in performance mode those LoadGen's
-sampling rule picks, :class:`~tokenmark.accuracylog.AccuracyLogSampler`), it appends one
-entry in LoadGen's exact text (:mod:`tokenmark.accuracylog`) to the file, in completion
+sampling rule picks, :class:`~tokenmark.mlperf.accuracylog.AccuracyLogSampler`), it appends one
+entry in LoadGen's exact text (:mod:`tokenmark.mlperf.accuracylog`) to the file, in completion
 order, as LoadGen does. Memory stays bounded: entries go to disk as they come.
 
 What each field holds, and where it comes from:
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from tokenmark.accuracylog import (
+from tokenmark.mlperf.accuracylog import (
     ACCURACY_LOG_FILE,
     FOOTER,
     HEADER,
@@ -44,8 +44,8 @@ from tokenmark.accuracylog import (
     encode_ids,
     render_entry,
 )
+from tokenmark.mlperf.settings import EffectiveSettings
 from tokenmark.records import RequestRecord
-from tokenmark.settings import EffectiveSettings
 
 __all__ = ["AccuracyRecorder", "AccuracyStats", "accuracy_recorder"]
 

@@ -1,11 +1,11 @@
 """The MLPerf LoadGen log files of a run, written into its results folder.
 
-For MLPerf scenarios only (the caller checks; :mod:`tokenmark.mllog` refuses the
+For MLPerf scenarios only (the caller checks; :mod:`tokenmark.mlperf.mllog` refuses the
 others), :func:`write_mlperf_logs` writes what LoadGen 6.0.17 writes into its output
 directory, under LoadGen's default names:
 
 - ``mlperf_log_summary.txt`` and ``mlperf_log_detail.txt``, rendered by
-  :mod:`tokenmark.mllog` (each carries one line saying tokenmark, not LoadGen, wrote it);
+  :mod:`tokenmark.mlperf.mllog` (each carries one line saying tokenmark, not LoadGen, wrote it);
 - ``mlperf_log_accuracy.json`` in performance mode when nothing is sampled for it:
   LoadGen's empty accuracy log, exactly ``"[\\n]\\n"`` (4 bytes). A run that logs
   responses (accuracy mode, or the audit settings ``accuracy_log_*``) writes the file
@@ -22,10 +22,10 @@ import os
 from pathlib import Path
 
 from tokenmark.metrics.summary import Summary
-from tokenmark.mllog import RunFacts, render_detail, render_summary
-from tokenmark.rules import Verdicts
-from tokenmark.scenarios import Schedule
-from tokenmark.settings import EffectiveSettings, Mode
+from tokenmark.mlperf.mllog import RunFacts, render_detail, render_summary
+from tokenmark.mlperf.rules import Verdicts
+from tokenmark.mlperf.scenarios import Schedule
+from tokenmark.mlperf.settings import EffectiveSettings, Mode
 
 __all__ = [
     "ACCURACY_FILE",

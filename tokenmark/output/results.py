@@ -50,9 +50,9 @@ from tokenmark.findings import Finding
 from tokenmark.inputs import MIB, json_loads, read_bounded
 from tokenmark.metrics.stats import Distribution
 from tokenmark.metrics.summary import Summary
+from tokenmark.mlperf.rules import Verdict, Verdicts
+from tokenmark.mlperf.settings import EffectiveSettings, TestSettings
 from tokenmark.resultrows import UNVERIFIED_NOTE
-from tokenmark.rules import Verdict, Verdicts
-from tokenmark.settings import EffectiveSettings, TestSettings
 
 __all__ = [
     "LABEL",

@@ -47,8 +47,8 @@ import numpy as np
 
 from tokenmark.dataset import LengthDistribution
 from tokenmark.errors import ConfigError
+from tokenmark.mlperf.settings import derive_seed
 from tokenmark.perfmodel.hardware import read_data_csv
-from tokenmark.settings import derive_seed
 
 __all__ = [
     "REASONING_FIELDS",

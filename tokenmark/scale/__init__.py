@@ -1,6 +1,6 @@
 """Scale: find-peak, sweeps and scaling-efficiency runs (their pure parts).
 
-The runs themselves are driven by :mod:`tokenmark.scale_api`; this package holds what
+The runs themselves are driven by :mod:`tokenmark.api.scale`; this package holds what
 decides and summarises them: the peak search and its probe judgement
 (:mod:`~tokenmark.scale.findpeak`), sweep rows and the Pareto front
 (:mod:`~tokenmark.scale.sweep`), scaling efficiency with its interval

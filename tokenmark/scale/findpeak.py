@@ -17,7 +17,7 @@ the search reads the verdicts, not raw latencies:
 :class:`PeakSearch` brackets the peak (doubling up from the start rate while probes
 pass, halving down while they fail) and then bisects geometrically until the valid and
 the invalid rate are within the tolerance. A confirming full run at the found rate
-follows (:mod:`tokenmark.scale_api`); if it fails, the rate steps down and is
+follows (:mod:`tokenmark.api.scale`); if it fails, the rate steps down and is
 confirmed again.
 
 :func:`certain_failure` is the probes' early stop: it watches records as they finish
@@ -35,9 +35,9 @@ from enum import StrEnum
 
 from tokenmark.metrics.definitions import tpot_one, ttft_one
 from tokenmark.metrics.stats import loadgen_index
+from tokenmark.mlperf.rules import Verdicts
+from tokenmark.mlperf.settings import EffectiveSettings
 from tokenmark.records import Phase, RequestRecord
-from tokenmark.rules import Verdicts
-from tokenmark.settings import EffectiveSettings
 
 __all__ = [
     "PeakSearch",

@@ -16,8 +16,8 @@ from typing import Any
 
 from tokenmark.metrics.stats import Distribution
 from tokenmark.metrics.summary import Summary
-from tokenmark.rules import Verdicts
-from tokenmark.settings import EffectiveSettings
+from tokenmark.mlperf.rules import Verdicts
+from tokenmark.mlperf.settings import EffectiveSettings
 
 __all__ = ["SWEEP_COLUMNS", "pareto_front", "parse_points", "point_row"]
 

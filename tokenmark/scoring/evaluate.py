@@ -36,8 +36,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from tokenmark.accuracylog import decode_ids, token_width
-from tokenmark.config.presets import AccuracyTarget
+from tokenmark.mlperf.accuracylog import decode_ids, token_width
+from tokenmark.mlperf.presets import AccuracyTarget
 from tokenmark.scoring import answers
 from tokenmark.scoring.rouge import rouge
 from tokenmark.sources.references import References, family

@@ -24,5 +24,5 @@ One performance model, shared with the emulated server: the emulated server's en
 :class:`~tokenmark.sim.cluster.Cluster` on a clock, and on a fake clock under the real
 runner it gives the driver's times exactly (``tests/sim``).
 
-The entry points (writing results folders) are in :mod:`tokenmark.sim_api`.
+The entry points (writing results folders) are in :mod:`tokenmark.api.simulation`.
 """

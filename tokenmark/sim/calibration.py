@@ -60,10 +60,10 @@ from typing import Any
 
 import numpy as np
 
-from tokenmark.config.presets import load_round, rounds
 from tokenmark.errors import ConfigError
+from tokenmark.mlperf.presets import load_round, rounds
+from tokenmark.mlperf.settings import LatencyLimits, Scenario
 from tokenmark.perfmodel import Deployment, Efficiency, find_accelerator
-from tokenmark.settings import LatencyLimits, Scenario
 from tokenmark.sim.calibration_report import CalibrationReport, Level, RowResult
 from tokenmark.sim.fit import OfflineTrace, fit_efficiency, predict_rate
 from tokenmark.sim.plan import ClusterSpec, Plan, candidates, round_key

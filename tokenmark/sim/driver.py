@@ -1,6 +1,6 @@
 """The simulator's own virtual-time driver: a discrete-event loop over a heap.
 
-It plays a :class:`~tokenmark.scenarios.Schedule` against a
+It plays a :class:`~tokenmark.mlperf.scenarios.Schedule` against a
 :class:`~tokenmark.sim.cluster.Cluster` with the load generator's rules (send at the
 scheduled time, or as soon after as a concurrency cap allows; closed schedules send a
 stream's next query when its previous one completed, and stop as LoadGen "ends
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenmark.mlperf.scenarios import Schedule, ScheduleKind
 from tokenmark.perfmodel import StepOutcome
-from tokenmark.scenarios import Schedule, ScheduleKind
 from tokenmark.sim.cluster import Cluster, Router
 
 __all__ = ["SimResult", "simulate"]

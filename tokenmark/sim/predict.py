@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from tokenmark.mlperf.settings import LatencyLimits
 from tokenmark.perfmodel import Deployment, Efficiency, ReplicaEngine, find_accelerator
-from tokenmark.settings import LatencyLimits
 from tokenmark.sim.fit import OfflineTrace, predict_rate
 from tokenmark.sim.params import efficiency_for
 from tokenmark.sim.plan import ClusterSpec, Plan, candidates

@@ -1,12 +1,12 @@
 """A simulated benchmark: schedule -> simulated cluster -> the same metrics and rules.
 
 :func:`run_simulation` builds the schedule exactly as a real run does
-(:func:`~tokenmark.scenarios.build_schedule`), plays it against the cluster with the
+(:func:`~tokenmark.mlperf.scenarios.build_schedule`), plays it against the cluster with the
 simulator's own driver, turns the per-request columns into the metrics' own
 :class:`~tokenmark.metrics.summary.RunData` (what the accumulator would have built from
-records) and judges it with :func:`~tokenmark.rules.evaluate`, so the summary and both
+records) and judges it with :func:`~tokenmark.mlperf.rules.evaluate`, so the summary and both
 verdicts mean exactly what they mean for a real run. Writing the results folder is the
-entry point's job (:mod:`tokenmark.sim_api`).
+entry point's job (:mod:`tokenmark.api.simulation`).
 
 Differences from a real run, by construction: the send lag is zero (a virtual client
 is never late) and the inter-token latency comes from the engines' step times
@@ -23,13 +23,13 @@ import numpy as np
 
 from tokenmark.dataset import Dataset, SyntheticDataset
 from tokenmark.metrics.summary import RunData, Summary, summarize
+from tokenmark.mlperf.rules import ClientStats, Verdicts, evaluate
+from tokenmark.mlperf.scenarios import Schedule, ScheduleKind, build_schedule
+from tokenmark.mlperf.settings import EffectiveSettings
 from tokenmark.perfmodel.hardware import find_model
 from tokenmark.perfmodel.outputs import OutputPlanner, output_model
 from tokenmark.perfmodel.vision import chat_images, vision_encoder
 from tokenmark.records import ErrorClass
-from tokenmark.rules import ClientStats, Verdicts, evaluate
-from tokenmark.scenarios import Schedule, ScheduleKind, build_schedule
-from tokenmark.settings import EffectiveSettings
 from tokenmark.sim.cluster import Cluster
 from tokenmark.sim.driver import SimResult, simulate
 from tokenmark.sim.explain import explain, itl_column, with_verdict

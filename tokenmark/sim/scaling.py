@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 from tokenmark.config.layering import LayeredSettings
 from tokenmark.dataset import Dataset
-from tokenmark.settings import Scenario
+from tokenmark.mlperf.settings import Scenario
 from tokenmark.sim.plan import ClusterSpec
 from tokenmark.sim.predict import calibrated, offline_trace, predict
 from tokenmark.sim.run import request_arrays

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenmark.metrics.definitions import e2e_ns, tpot_ns, ttft_ns
+from tokenmark.mlperf.scenarios import Schedule, ScheduleKind
+from tokenmark.mlperf.settings import LatencyLimits, Scenario
 from tokenmark.perfmodel import Deployment
-from tokenmark.scenarios import Schedule, ScheduleKind
-from tokenmark.settings import LatencyLimits, Scenario
 from tokenmark.sim.cluster import Cluster
 from tokenmark.sim.driver import simulate
 

@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from tokenmark import __version__
-from tokenmark.config.presets import RoundPreset, load_round
 from tokenmark.errors import BadInputError, ConfigError
 from tokenmark.inputs import MIB, load_json_object
+from tokenmark.mlperf.presets import RoundPreset, load_round
+from tokenmark.mlperf.settings import Scenario
 from tokenmark.output.results import read_results
-from tokenmark.settings import Scenario
 from tokenmark.submission.layout import (
     DIVISIONS,
     MEASUREMENTS_FIELDS,

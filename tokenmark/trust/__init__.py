@@ -13,6 +13,6 @@
 - :mod:`~tokenmark.trust.compare`: run-against-run differences with confidence intervals
   (regression gates, reproducing a result).
 
-Each is a :class:`~tokenmark.api.RunWatcher` or plain functions; the entry points are in
-:mod:`tokenmark.trust_api`.
+Each is a :class:`~tokenmark.api.run.RunWatcher` or plain functions; the entry points are in
+:mod:`tokenmark.api.trust`.
 """

@@ -39,11 +39,11 @@ from typing import Any
 from tokenmark import __version__
 from tokenmark.inputs import json_loads
 from tokenmark.metrics.summary import Summary
+from tokenmark.mlperf.rules import Finding
+from tokenmark.mlperf.scenarios import Schedule
+from tokenmark.mlperf.settings import EffectiveSettings
 from tokenmark.records import RequestRecord
 from tokenmark.redact import Redactor as Masker
-from tokenmark.rules import Finding
-from tokenmark.scenarios import Schedule
-from tokenmark.settings import EffectiveSettings
 from tokenmark.trust.http import Answer, get
 
 __all__ = [

@@ -7,7 +7,7 @@ holds, in canonical JSON (:mod:`tokenmark.trust.canonical`):
   the four seeds, the profile, the mode) exactly as the run used them;
 - ``preset``: the round and benchmark and a hash of that preset;
 - ``workload``: how the dataset was made or read (every option of
-  :class:`~tokenmark.assemble.WorkloadSpec`), and the SHA-256 and size of each file it
+  :class:`~tokenmark.api.assemble.WorkloadSpec`), and the SHA-256 and size of each file it
   read (dataset, trace, chat template, tokenizer files, image folder);
 - ``dataset`` / ``tokenizer``: the built dataset's size and content fingerprint, the
   tokenizer's name and fingerprint;
@@ -43,15 +43,14 @@ import numpy as np
 from tokenmark import __version__
 from tokenmark.adapters.openai_target import OpenAIConfig
 from tokenmark.config.layering import Layer, LayeredSettings
-from tokenmark.config.presets import BenchmarkPreset, resolve
 from tokenmark.dataset import Dataset, describe_dataset
 from tokenmark.errors import ConfigError, DatasetError
 from tokenmark.inputs import MIB, json_loads, read_bounded
 from tokenmark.metrics.summary import Summary
-from tokenmark.records import RequestRecord
-from tokenmark.rules import Finding
-from tokenmark.scenarios import Schedule, ScheduleKind
-from tokenmark.settings import (
+from tokenmark.mlperf.presets import BenchmarkPreset, resolve
+from tokenmark.mlperf.rules import Finding
+from tokenmark.mlperf.scenarios import Schedule, ScheduleKind
+from tokenmark.mlperf.settings import (
     EffectiveSettings,
     LatencyLimits,
     Mode,
@@ -59,6 +58,7 @@ from tokenmark.settings import (
     Seeds,
     TestSettings,
 )
+from tokenmark.records import RequestRecord
 from tokenmark.trust.canonical import canonical_bytes, file_sha256, plain, sha256_hex
 
 __all__ = [
@@ -237,7 +237,7 @@ def _entry(p: Path) -> dict[str, Any]:
 def build_content(layered: LayeredSettings, spec: Any, dataset: Dataset,
                   sampling: Sampling | None) -> dict[str, Any]:
     """The manifest's content without its schedule section (see :func:`schedule_section`).
-    ``spec`` is the run's :class:`~tokenmark.assemble.WorkloadSpec`."""
+    ``spec`` is the run's :class:`~tokenmark.api.assemble.WorkloadSpec`."""
     spec_d: dict[str, Any] = plain(spec)
     desc = describe_dataset(dataset)
     preset = layered.preset
@@ -409,7 +409,7 @@ def issued_hash_of_records(records: Any, kind: ScheduleKind | str) -> tuple[str,
 
 
 class ManifestWatcher:
-    """A :class:`~tokenmark.api.RunWatcher`: finishes the manifest with the schedule's
+    """A :class:`~tokenmark.api.run.RunWatcher`: finishes the manifest with the schedule's
     hash (checking it against a manifest being re-run), writes ``manifest.json`` into
     the results folder, and records the manifest hash and the issued-request hash."""
 

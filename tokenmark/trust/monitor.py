@@ -8,9 +8,9 @@ runnable (``/proc/self/schedstat``): their sum is its demand, a whole core when 
 had work, however busy the machine; and the run how busy the whole machine was
 (``/proc/stat``) and how much of that was other processes' (the machine's busy time
 minus tokenmark's own processes: this one and its live child processes, the client
-workers). At the end, :func:`tokenmark.rules.client_bottleneck` judges the run: the
+workers). At the end, :func:`tokenmark.mlperf.rules.client_bottleneck` judges the run: the
 client was the bottleneck when its own process was saturated *and* its loop lagged (the
-tokenmark verdict is then INVALID with that finding); :func:`tokenmark.rules.machine_busy`
+tokenmark verdict is then INVALID with that finding); :func:`tokenmark.mlperf.rules.machine_busy`
 warns when other processes used half the cores or more, which is no fault of the client.
 :meth:`ClientMonitor.client_figures` hands the measured causes to the send-lag rule.
 
@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 
 from tokenmark.metrics.summary import Summary
+from tokenmark.mlperf.rules import Finding, client_bottleneck, machine_busy
+from tokenmark.mlperf.scenarios import Schedule
+from tokenmark.mlperf.settings import EffectiveSettings
 from tokenmark.records import RequestRecord
-from tokenmark.rules import Finding, client_bottleneck, machine_busy
-from tokenmark.scenarios import Schedule
-from tokenmark.settings import EffectiveSettings
 from tokenmark.trust.fingerprint import CpuSnapshot, cpu_snapshot
 
 __all__ = ["ClientMonitor", "MonitorLimits"]
@@ -88,7 +88,7 @@ class MonitorLimits:
 
 
 class ClientMonitor:
-    """A :class:`~tokenmark.api.RunWatcher` filling ``client_monitor`` in results.json."""
+    """A :class:`~tokenmark.api.run.RunWatcher` filling ``client_monitor`` in results.json."""
 
     key = "client_monitor"
 

@@ -9,7 +9,7 @@ under its own deadline; the samples of the engines tokenmark knows (names starti
 beside the records as they come.
 
 At the end the counters' growth over the run is compared with what the client counted
-(:func:`tokenmark.rules.server_counts`):
+(:func:`tokenmark.mlperf.rules.server_counts`):
 
 ==========  ===============================  =========================  ===========================
 engine      finished requests                prompt tokens              generated tokens
@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from tokenmark.metrics.summary import Summary
+from tokenmark.mlperf.rules import Finding, server_counts
+from tokenmark.mlperf.scenarios import Schedule
+from tokenmark.mlperf.settings import EffectiveSettings
 from tokenmark.records import RequestRecord
 from tokenmark.redact import Redactor
-from tokenmark.rules import Finding, server_counts
-from tokenmark.scenarios import Schedule
-from tokenmark.settings import EffectiveSettings
 from tokenmark.trust.http import get
 
 __all__ = ["COUNTERS", "METRICS_FILE", "PrometheusWatcher", "Tolerances", "parse", "totals"]
@@ -102,7 +102,7 @@ class Tolerances:
 
 
 class PrometheusWatcher:
-    """A :class:`~tokenmark.api.RunWatcher` scraping ``/metrics`` of each endpoint."""
+    """A :class:`~tokenmark.api.run.RunWatcher` scraping ``/metrics`` of each endpoint."""
 
     key = "server_metrics"
 

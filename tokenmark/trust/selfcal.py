@@ -38,10 +38,10 @@ from tokenmark.dataset import Dataset, LengthDistribution, SyntheticDataset
 from tokenmark.errors import ConfigError
 from tokenmark.inputs import json_loads
 from tokenmark.loadgen.runner import Runner
+from tokenmark.mlperf.scenarios import Schedule, ScheduleKind, build_schedule
+from tokenmark.mlperf.settings import EffectiveSettings, Scenario, effective
 from tokenmark.records import RequestRecord
-from tokenmark.scenarios import Schedule, ScheduleKind, build_schedule
 from tokenmark.servers.process import ServerProcess
-from tokenmark.settings import EffectiveSettings, Scenario, effective
 from tokenmark.sut import SystemUnderTest
 from tokenmark.trust.canonical import canonical_bytes, sha256_hex
 from tokenmark.trust.fingerprint import client_machine

@@ -3,7 +3,7 @@
 Pages for the runs (with the report's plots), the result rows, the two-tier leaderboard
 with its filters and per-accelerator view, and the analyses (compare, reproducibility,
 scaling efficiency, software gains), plus a JSON API with its OpenAPI schema. It reads
-through :mod:`tokenmark.results_api` (never SQL), renders through the report edge's
+through :mod:`tokenmark.api.results` (never SQL), renders through the report edge's
 autoescaping templates, and is read-only unless started with an upload token; see
 :mod:`tokenmark.webui.app` for the security measures.
 """

@@ -2,7 +2,7 @@
 
 :func:`create_app` builds the application over one results database. Pages
 (:mod:`tokenmark.webui.pages`) and the JSON API (:mod:`tokenmark.webui.jsonapi`) read
-through :mod:`tokenmark.results_api` and call the same analyses as the CLI; uploads
+through :mod:`tokenmark.api.results` and call the same analyses as the CLI; uploads
 (:mod:`tokenmark.webui.upload`) import through ``results_api.import_results``.
 
 Security measures, each with a test in ``tests/faces/test_webui.py``:

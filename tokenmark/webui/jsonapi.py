@@ -1,6 +1,6 @@
 """The JSON API under ``/api/``: the same calls as the pages, as data.
 
-Every route reads through :mod:`tokenmark.results_api` and answers with the models of
+Every route reads through :mod:`tokenmark.api.results` and answers with the models of
 :mod:`tokenmark.webui.models` (the OpenAPI schema at ``/api/openapi.json``); bad input is
 status 400 with ``{"detail": message}``. Filters named as the CLI names them; an empty
 or absent filter means any, except ``division`` and ``availability`` whose defaults
@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
-from tokenmark import results_api
+from tokenmark.api import results as results_api
 from tokenmark.report import report_data, run_report_data
 from tokenmark.webui.app import UiConfig
 from tokenmark.webui.models import (

@@ -1,6 +1,6 @@
 """The JSON API's response shapes (pydantic models: they are the OpenAPI schema).
 
-Each model is built from what :mod:`tokenmark.results_api` returns by one ``of``
+Each model is built from what :mod:`tokenmark.api.results` returns by one ``of``
 function, so the JSON carries exactly the analyses' figures (the same floats, never
 re-rounded) plus the derived fields the pages show (tier, scale label, accelerator
 counts, per-accelerator figure, marked derived).
@@ -21,8 +21,8 @@ from tokenmark.analyses import (
     ReproGroup,
     ScalingCurve,
 )
+from tokenmark.api.results import ImportReport
 from tokenmark.resultrows import ResultRow, RunRecord, scale_label
-from tokenmark.results_api import ImportReport
 
 __all__ = [
     "ComparisonOut",

@@ -1,4 +1,4 @@
-"""The web UI's HTML pages. Each handler reads through :mod:`tokenmark.results_api` (the
+"""The web UI's HTML pages. Each handler reads through :mod:`tokenmark.api.results` (the
 same calls as the CLI's commands), keeps no state between requests, and renders an
 autoescaped template; bad input (an unknown benchmark, an analysis that has nothing to
 show) becomes the page again with the message, status 400.
@@ -17,7 +17,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from tokenmark import results_api, results_tables
+from tokenmark.api import results as results_api
+from tokenmark.api import tables as results_tables
 from tokenmark.errors import BadInputError
 from tokenmark.output.results import SCHEMA, ResultsDocument
 from tokenmark.report import comparison_data, report_data, run_report_data, script_json

@@ -11,7 +11,7 @@ The contract, in the order it is checked:
 4. the body is a ``results.json`` of schema ``tokenmark.results/1``, or an archive
    (tar, tar.gz/bz2/xz, zip) of a results folder or a submission tree, recognised by
    its first bytes, never by a client-given name (415 otherwise);
-5. :func:`tokenmark.results_api.import_results` reads it with the importer's hostile
+5. :func:`tokenmark.api.results.import_results` reads it with the importer's hostile
    archive checks (no links, no ``..``, member and total size limits) in strict mode:
    any file that fails stores nothing and the answer lists why (400). Uploads are
    labelled unverified, whatever they contain.
@@ -28,7 +28,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from tokenmark import results_api
+from tokenmark.api import results as results_api
 from tokenmark.importer import Limits
 from tokenmark.webui.app import UiConfig
 from tokenmark.webui.models import UploadOut

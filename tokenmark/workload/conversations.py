@@ -25,8 +25,8 @@ import numpy as np
 
 from tokenmark.dataset import LengthDistribution, draw_ids
 from tokenmark.errors import DatasetError
+from tokenmark.mlperf.settings import derive_seed
 from tokenmark.records import Message, Sample
-from tokenmark.settings import derive_seed
 from tokenmark.tokenizer import BuiltinTokenizer, VocabularyTokenizer, exact_text
 from tokenmark.workload.table import Row, message_text
 

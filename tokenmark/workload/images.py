@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenmark.errors import DatasetError
-from tokenmark.settings import derive_seed
+from tokenmark.mlperf.settings import derive_seed
 
 __all__ = ["ImageInfo", "ImageSize", "data_url", "generate_png", "sniff"]
 

@@ -35,8 +35,8 @@ import numpy as np
 
 from tokenmark.dataset import LengthDistribution
 from tokenmark.errors import DatasetError
+from tokenmark.mlperf.settings import derive_seed
 from tokenmark.records import Message, Sample
-from tokenmark.settings import derive_seed
 from tokenmark.tokenizer import ChatTemplater, Tokenizer
 
 __all__ = ["Row", "RowReader", "TableDataset", "TableOptions", "message_text"]

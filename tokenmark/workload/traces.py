@@ -11,7 +11,7 @@ saw in production. Tokens past the hashed blocks (or all of them, without hash i
 from the request's own stream ``trace/prompt/{i}``.
 
 :class:`TraceWorkload` pairs the dataset with the send offsets for
-:func:`tokenmark.scenarios.timed_trace`: times relative to the first request, divided by
+:func:`tokenmark.mlperf.scenarios.timed_trace`: times relative to the first request, divided by
 ``speedup`` (2.0 replays twice as fast). Times must not go backwards; the error names
 the file and line, unless the caller asked to sort (stably, keeping equal times in
 file order).
@@ -28,8 +28,8 @@ import numpy as np
 
 from tokenmark.dataset import draw_ids
 from tokenmark.errors import DatasetError
+from tokenmark.mlperf.settings import derive_seed
 from tokenmark.records import Sample
-from tokenmark.settings import derive_seed
 from tokenmark.tokenizer import BuiltinTokenizer, VocabularyTokenizer, exact_text
 
 __all__ = ["MOONCAKE_BLOCK_TOKENS", "TraceDataset", "TraceTable", "TraceWorkload"]
