@@ -7,8 +7,8 @@ workload and its system under test (:mod:`tokenmark.api.suts`), then
 the official LoadGen, calibration and watchers, the live view, the report and the results
 database)::
 
-    from tokenmark.config.runspec import LoadOptions, RunSpec, SutOptions
-    from tokenmark.api.launch import run_spec
+    from tokenmark.api import RunSpec, run_spec
+    from tokenmark.config.runspec import LoadOptions, SutOptions
 
     result = run_spec(RunSpec(load=LoadOptions(scenario="closed", concurrency=4,
                                                min_duration=0, max_queries=64,
@@ -29,7 +29,7 @@ from tokenmark.config.runspec import RunSpec
 from tokenmark.mlperf.settings import Mode
 from tokenmark.records import RequestRecord
 
-__all__ = ["run_spec"]
+__all__ = ["RunSpec", "run_spec"]
 
 
 def run_spec(spec: RunSpec, *,
