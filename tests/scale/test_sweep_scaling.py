@@ -10,10 +10,10 @@ import pytest
 from tests.scale.support import SERVICE_S, capacity, constant_settings, fixed_dataset, model
 from tokenmark.adapters.inprocess import LatencyModel, LatencyModelSUT
 from tokenmark.api.scale import scaling_run, sweep
+from tokenmark.api.suts import replicated
 from tokenmark.config.layering import build_settings
 from tokenmark.errors import BadInputError
 from tokenmark.mlperf.settings import Scenario
-from tokenmark.scale.replicas import replicated
 from tokenmark.scale.scaling import efficiency, t95
 from tokenmark.scale.sweep import pareto_front, parse_points
 

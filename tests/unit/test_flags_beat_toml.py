@@ -17,10 +17,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import tokenmark.cli.run as cli_run
+import tokenmark.adapters.openai_target as openai_target
+import tokenmark.api.assemble as assemble
+import tokenmark.api.run as api
+import tokenmark.cli.run  # registers `run`
 import tokenmark.cli.scale as cli_scale
 from tokenmark.cli.app import app
 from tokenmark.config.layering import FlagsOverFile
+from tokenmark.config.runspec import TOML_KEYS, RunSpec
 
 
 class _Stop(Exception):
@@ -75,7 +79,7 @@ DATASET = [
                          ids=[d[2] for d in DATASET])
 def test_a_dataset_flag_beats_the_file_and_the_file_beats_the_default(
         tmp_path, monkeypatch, flag, line, attr, flag_value, file_value):
-    got = _capture(monkeypatch, cli_run, "build_workload")
+    got = _capture(monkeypatch, assemble, "build_workload")
     cfg = _toml(tmp_path, f"[dataset]\n{line}\n")
     _invoke(["run", "--config", str(cfg), *flag])
     assert getattr(got["obj"], attr) == flag_value
@@ -103,7 +107,7 @@ TARGET = [
                          ids=[f"{t[2]}{i}" for i, t in enumerate(TARGET)])
 def test_a_target_flag_beats_the_file(tmp_path, monkeypatch, flag, line, attr, flag_value,
                                       file_value):
-    got = _capture(monkeypatch, cli_run, "check_target")
+    got = _capture(monkeypatch, openai_target, "check_target")
     cfg = _toml(tmp_path, f'[target]\nurls = ["http://127.0.0.1:9"]\n{line}\n')
     base = ["run", "--config", str(cfg), "--dataset-size", "8"]
     _invoke([*base, *flag])
@@ -113,7 +117,7 @@ def test_a_target_flag_beats_the_file(tmp_path, monkeypatch, flag, line, attr, f
 
 
 def test_a_url_flag_beats_the_files_urls(tmp_path, monkeypatch):
-    got = _capture(monkeypatch, cli_run, "check_target")
+    got = _capture(monkeypatch, openai_target, "check_target")
     cfg = _toml(tmp_path, '[target]\nurls = ["http://127.0.0.1:9"]\n')
     _invoke(["run", "--config", str(cfg), "--dataset-size", "8", "--url",
              "http://127.0.0.1:8"])
@@ -134,7 +138,7 @@ def test_run_and_settings_flags_beat_the_file(tmp_path, monkeypatch, table, flag
         got.append(seen(layered))
         raise _Stop
 
-    monkeypatch.setattr(cli_run, "build_workload", stand_in)
+    monkeypatch.setattr(assemble, "build_workload", stand_in)
     cfg = _toml(tmp_path, table + "\n")
     _invoke(["run", "--config", str(cfg), *flag])
     _invoke(["run", "--config", str(cfg)])
@@ -148,7 +152,7 @@ def test_a_zero_sut_flag_beats_the_file(tmp_path, monkeypatch):
         seen["spec"] = spec
         raise _Stop
 
-    monkeypatch.setattr(cli_run, "run_benchmark", stand_in)
+    monkeypatch.setattr(api, "run_benchmark", stand_in)
     cfg = _toml(tmp_path, '[sut]\nkind = "latency-model"\nttft_ms = 80.0\nmax_batch = 4\n')
     base = ["run", "--config", str(cfg), "--dataset-size", "8", "--no-db", "-o",
             str(tmp_path / "out")]
@@ -177,3 +181,135 @@ def test_flags_over_file_by_hand():
     assert pick("turns", "3") == "2"  # not given: the file's
     assert pick("dataset", None, "path") == "a.jsonl"  # the file's key under another name
     assert pick("limit", None) is None  # neither: the flag's default
+
+
+# -- every option of `run` that a TOML file can set (issue 20 item 1) ----------------------
+
+def _run_params():
+    import typer.main
+
+    from tokenmark.cli import app as _registered  # noqa: F401  (registers every command)
+
+    return {p.name: p for p in typer.main.get_command(app).commands["run"].params}
+
+
+def _kind(name: str) -> type:
+    """The Python type of `run`'s parameter (its annotation, None stripped)."""
+    import types
+    import typing
+
+    hint = typing.get_type_hints(tokenmark.cli.run.run, include_extras=True)[name]
+    base = typing.get_args(hint)[0]
+    if isinstance(base, types.UnionType):
+        base = next(a for a in typing.get_args(base) if a is not type(None))
+    return typing.get_origin(base) or base
+
+
+def _samples(param, default):
+    """(the value given on the command line, its args, the file's value as TOML text and
+    as parsed): the flag's value is its default where it has one (a flag given at its
+    default must still beat the file), and differs from the file's."""
+    kind = _kind(param.name)
+    if kind is bool:
+        flag = param.opts[0] if default else param.secondary_opts[0]
+        return bool(default), [flag], str(not default).lower(), not default
+    if kind is int:
+        value = 3 if default is None else default
+        return value, [param.opts[0], str(value)], "7", 7
+    if kind is float:
+        value = 3.5 if default is None else default
+        return value, [param.opts[0], str(value)], "7.25", 7.25
+    if kind is list:
+        return ("http://flag:1",), [param.opts[0], "http://flag:1"], '["http://file:2"]', \
+            ("http://file:2",)
+    value = "flag-value" if default in (None, "") else default
+    return value, [param.opts[0], str(value)], '"file-value"', "file-value"
+
+
+def _field(spec: RunSpec, name: str) -> Any:
+    from tokenmark.config.runspec import OPTION_FIELDS
+
+    if name == "dataset_size":  # [dataset] size sizes the workload
+        return spec.dataset.size
+    group, attr = OPTION_FIELDS.get(name, (None, name))
+    if group is None:
+        group = next(g for g in ("load", "dataset", "sut", "target", "output", "trust")
+                     if hasattr(getattr(spec, g), name))
+    return getattr(getattr(spec, group), attr)
+
+
+def _norm(value: Any) -> Any:
+    return str(value) if isinstance(value, Path) else value
+
+
+def test_every_toml_key_names_an_option_of_run():
+    params = _run_params()
+    assert set(TOML_KEYS) <= set(params), set(TOML_KEYS) - set(params)
+    assert len(TOML_KEYS) >= 45
+
+
+@pytest.mark.parametrize("name", sorted(TOML_KEYS))
+def test_every_run_flag_beats_its_toml_key_and_the_key_beats_the_default(
+        tmp_path, monkeypatch, name):
+    """Through the real command line: the spec `run` builds from `--config` and the flag."""
+    param = _run_params()[name]
+    table, key = TOML_KEYS[name]
+    flag_value, args, file_text, file_value = _samples(param, param.default)
+    cfg = _toml(tmp_path, f"[{table}]\n{key} = {file_text}\n")
+    got: list[RunSpec] = []
+
+    def stand_in(self: RunSpec) -> Any:
+        got.append(self)
+        raise _Stop
+
+    monkeypatch.setattr(RunSpec, "settings", stand_in)
+    _invoke(["run", "--config", str(cfg), *args])
+    _invoke(["run", "--config", str(cfg)])
+    flag_seen, file_seen = (_norm(_field(s, name)) for s in got)
+    assert (flag_seen, file_seen) == (_norm(flag_value), _norm(file_value))
+    # and the spec alone (the Python API's way in) layers the same way
+    doc = {table: {key: file_value}}
+    assert _norm(_field(RunSpec.from_options({name: flag_value}, frozenset({name}), doc),
+                        name)) == _norm(flag_value)
+    assert _norm(_field(RunSpec.from_options({name: param.default}, frozenset(), doc),
+                        name)) == _norm(file_value)
+
+
+def _params(command: str):
+    import typer.main
+
+    from tokenmark.cli import app as _registered  # noqa: F401  (registers every command)
+
+    return {p.name: p for p in typer.main.get_command(app).commands[command].params}
+
+
+@pytest.mark.parametrize("command", ["find-peak", "sweep", "scaling-run"])
+def test_the_scale_commands_build_the_same_spec_as_run(tmp_path, monkeypatch, command):
+    """Every option a scale command shares with `run` (same name) lands in the same field
+    of the run spec, and each that a TOML file can set beats the file's key there."""
+    from tokenmark.cli.scale import _OWN
+
+    run, own = _params("run"), _params(command)
+    shared = sorted(n for n in own if n in run and n not in _OWN)
+    assert {"benchmark", "scenario", "config", "dataset", "input_len", "url", "api",
+            "model", "routing", "workers", "tokenizer"} <= set(shared)
+    got: list[RunSpec] = []
+
+    def stand_in(self: RunSpec) -> Any:
+        got.append(self)
+        raise _Stop
+
+    monkeypatch.setattr(RunSpec, "settings", stand_in)
+    for name in (n for n in shared if n in TOML_KEYS):
+        param = own[name]
+        table, key = TOML_KEYS[name]
+        # the scale command's own default, given on its command line
+        flag_value, args, file_text, file_value = _samples(run[name], param.default)
+        if run[name].is_flag:
+            args = [param.opts[0] if param.default else param.secondary_opts[0]]
+        cfg = _toml(tmp_path, f"[{table}]\n{key} = {file_text}\n")
+        got.clear()
+        _invoke([command, "--config", str(cfg), *args])
+        _invoke([command, "--config", str(cfg)])
+        assert [_norm(_field(s, name)) for s in got] == [_norm(flag_value),
+                                                          _norm(file_value)], name

@@ -1,6 +1,8 @@
 """The Python entry points, one module per command family; the CLI is a thin layer over them.
 
-- :mod:`tokenmark.api.run`: one benchmark run (``tokenmark run``), the system under test;
+- :mod:`tokenmark.api.run`: one benchmark run (``tokenmark run``);
+  :mod:`tokenmark.api.launch`: a run from a :class:`RunSpec` (the options of ``run``);
+  :mod:`tokenmark.api.suts`: choosing and building the system under test;
 - :mod:`tokenmark.api.assemble`: the workload and the HTTP system under test of a run;
 - :mod:`tokenmark.api.scale`: runs of many runs (``find-peak``, ``sweep``, ``scaling-run``);
 - :mod:`tokenmark.api.simulation`: the simulator (``tokenmark simulate``);
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
         score_results,
         serve_hf,
     )
+    from tokenmark.api.launch import RunSpec, run_spec
     from tokenmark.api.results import (
         DbStatus,
         ImportReport,
@@ -115,6 +118,7 @@ _FROM: dict[str, tuple[str, ...]] = {
             "EXIT_VALID", "EmulatedTarget", "RunResult", "RunWatcher", "SutSpec",
             "default_dataset", "make_sut", "run_benchmark"),
     "assemble": ("Workload", "WorkloadSpec", "build_workload", "http_sut_factory"),
+    "launch": ("RunSpec", "run_spec"),
     "scale": ("PeakResult", "ScalingResult", "SweepResult", "find_peak", "scaling_run",
               "sweep"),
     "simulation": ("SimulationResult", "fit_perf_model", "simulate", "simulate_scaling"),
@@ -148,6 +152,7 @@ __all__ = [
     "RefreshReport",
     "Reproduced",
     "RunResult",
+    "RunSpec",
     "RunWatcher",
     "ScalingResult",
     "ScoreOutcome",
@@ -188,6 +193,7 @@ __all__ = [
     "reproducibility",
     "run_benchmark",
     "run_official_loadgen",
+    "run_spec",
     "run_watchers",
     "scaling_efficiency",
     "scaling_run",

@@ -11,18 +11,15 @@ Both raise :class:`~tokenmark.errors.BadInputError` subclasses with one-line mes
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 
-from tokenmark.adapters.openai_http import OpenAIHttpSUT
 from tokenmark.adapters.openai_target import OpenAIConfig, api_key, check_target, secrets
 from tokenmark.adapters.server_tokenizer import ServerTokenizer
-from tokenmark.adapters.workers import WorkerPoolSUT
-from tokenmark.clock import Clock
+from tokenmark.api.suts import http_sut_factory  # the SUT is built in tokenmark.api.suts
 from tokenmark.config.layering import DEMO_MAX_OUTPUT_TOKENS, LayeredSettings
+from tokenmark.config.runspec import WorkloadSpec  # the run spec's dataset group
 from tokenmark.dataset import Dataset, LengthDistribution, SyntheticDataset
 from tokenmark.errors import ConfigError, DatasetError
 from tokenmark.perfmodel.outputs import output_model
@@ -32,7 +29,6 @@ from tokenmark.sources.mlperf import load_mlperf
 from tokenmark.sources.sharegpt import load_sharegpt
 from tokenmark.sources.tabular import ColumnMap, load_table
 from tokenmark.sources.traces import load_trace
-from tokenmark.sut import SystemUnderTest
 from tokenmark.tokenizer import BuiltinTokenizer, Tokenizer
 from tokenmark.workload.conversations import ConversationDataset
 from tokenmark.workload.images import ImageSize
@@ -43,45 +39,6 @@ from tokenmark.workload.traces import TraceWorkload
 __all__ = ["Workload", "WorkloadSpec", "build_workload", "http_sut_factory"]
 
 FILE_FORMATS = ("jsonl", "json", "csv", "parquet", "pickle", "sharegpt", "mlperf")
-
-
-@dataclass(frozen=True)
-class WorkloadSpec:
-    # synthetic (the default)
-    size: int | None = None
-    input_lengths: str | None = None
-    output_lengths: str | None = None
-    prefix_groups: int = 0
-    prefix_tokens: int = 0
-    conversations: int = 0
-    turns: str = "3"
-    system_tokens: int = 0
-    # a dataset file
-    dataset: Path | None = None
-    fmt: str | None = None
-    columns: str = ""
-    allow_pickle: bool = False
-    sharegpt_turns: str = "first"
-    mlperf_output: str = "max"
-    limit: int | None = None
-    max_context: int | None = None
-    skip_long: bool = False
-    # tokenizer and chat template
-    tokenizer: str = "builtin"
-    chat_template: bool = False
-    chat_template_file: Path | None = None
-    # images
-    images_per_request: int = 0
-    image_size: str = "512x512"
-    image_dir: Path | None = None
-    verify_images: bool = False
-    # a trace
-    trace: Path | None = None
-    trace_format: str = "mooncake"
-    trace_speedup: float = 1.0
-    trace_sort: bool = False
-    trace_block_tokens: int = 512
-    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -199,22 +156,6 @@ def prebuild(dataset: Dataset) -> int:
     for i in range(len(dataset)):
         dataset.sample(i)
     return len(dataset)
-
-
-def http_sut_factory(config: OpenAIConfig, *, workers: int = 0, check: bool = True
-                     ) -> Callable[[Clock], SystemUnderTest]:
-    """Check the target now (one clear line on failure; ``check=False``: the caller did)
-    and return the SUT factory."""
-    checked = check_target(config) if check else config
-    if workers < 0:
-        raise ConfigError(f"--workers must be >= 0 (got {workers})")
-
-    def make(clock: Clock) -> SystemUnderTest:
-        if workers:
-            return WorkerPoolSUT(clock, checked, workers=workers)
-        return OpenAIHttpSUT(clock, checked)
-
-    return make
 
 
 def default_api(api: str, spec: WorkloadSpec, benchmark: str) -> str:

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenmark.adapters.engine_sut import EngineSUT
 from tokenmark.adapters.openai_http import OpenAIHttpSUT
 from tokenmark.adapters.openai_target import OpenAIConfig, check_target
-from tokenmark.clock import Clock, FakeClock, MonotonicClock
+from tokenmark.api.suts import hf_sut_factory  # the SUT is built in tokenmark.api.suts
+from tokenmark.clock import MonotonicClock
 from tokenmark.compliance.own import AuditResult, caching_audit, stream_equivalence_audit
 from tokenmark.compliance.verify import (
     verify_test06,
@@ -35,7 +35,6 @@ from tokenmark.scoring.evaluate import AccuracyReport, TargetResult, accuracy_tx
 from tokenmark.servers.engine_http import EngineHTTPServer
 from tokenmark.sources.hf_tokenizer import load_hf_tokenizer
 from tokenmark.sources.references import load_references
-from tokenmark.sut import SystemUnderTest
 from tokenmark.tokenizer import BuiltinTokenizer, Tokenizer
 
 __all__ = [
@@ -61,10 +60,6 @@ def _log(results_dir: Path) -> tuple[Path, list[dict[str, object]]]:
     return path, parse_accuracy_log(path.read_text(encoding="utf-8"))
 
 
-def _run_doc(results_dir: Path) -> dict[str, object]:
-    return read_results(results_dir).to_json()
-
-
 @dataclass(frozen=True)
 class ScoreOutcome:
     report: AccuracyReport
@@ -81,11 +76,9 @@ def score_results(results_dir: Path, references: Path, *, benchmark: str | None 
                   allow_pickle: bool = False) -> ScoreOutcome:
     """Score a run's ``mlperf_log_accuracy.json`` as the MLPerf reference evaluation does,
     gate it against the round's targets and write ``accuracy.txt`` (with ``hash=``)."""
-    doc = _run_doc(results_dir)
-    run = doc["run"]
-    assert isinstance(run, dict)
-    bench = benchmark or str(run["benchmark"])
-    rnd = round_name or str(run["round"])
+    run = read_results(results_dir).run  # the one reader of results.json, bounded
+    bench = benchmark or run.benchmark
+    rnd = round_name or run.round
     preset = find_benchmark(rnd, bench)
     log_path, entries = _log(results_dir)
     refs = load_references(preset.name, references, allow_pickle=allow_pickle)
@@ -112,13 +105,11 @@ def audit_results(test: str, results_dir: Path, *, out: Path | None = None,
     """Judge an audit run's accuracy log as MLPerf's verification script does and write
     the verdict folder in MLPerf's layout (``TEST06/verify_accuracy.txt`` ...)."""
     t = test.upper()
-    doc = _run_doc(results_dir)
-    run = doc["run"]
-    assert isinstance(run, dict)
+    run = read_results(results_dir).run
     log_path, entries = _log(results_dir)
     dest = out or results_dir
     if t == "TEST06":
-        r6 = verify_test06(entries, str(run["scenario"]), eos_token_id)
+        r6 = verify_test06(entries, run.scenario, eos_token_id)
         folder = write_test06(dest, r6, log_path)
         return AuditOutcome(t, r6.passed, r6.text(), folder)
     if t == "TEST09":
@@ -131,7 +122,7 @@ def audit_results(test: str, results_dir: Path, *, out: Path | None = None,
         if references is None:
             raise ConfigError("TEST07 scores the run's outputs: give --references FILE (the "
                               "GPQA compliance dataset) and --tokenizer PATH")
-        preset = find_benchmark(str(run["round"]), str(run["benchmark"]))
+        preset = find_benchmark(run.round, run.benchmark)
         refs = load_references(preset.name, references)
         report = evaluate(preset.name, entries, refs, _tokenizer(tokenizer).decode)
         score = report.metrics.get("exact_match")
@@ -179,20 +170,6 @@ def own_audit(kind: str, config: OpenAIConfig, dataset: Dataset, samples: int = 
         raise ConfigError(f"unknown tokenmark audit {kind!r}; choose caching or streaming")
 
     return asyncio.run(main())
-
-
-def hf_sut_factory(model_dir: Path) -> Callable[[Clock], SystemUnderTest]:
-    """A local Hugging Face model in-process (``tokenmark run --sut hf``), real time only."""
-    if not (model_dir / "config.json").is_file():
-        raise ConfigError(f"{model_dir}: no config.json; give a Hugging Face model folder "
-                          "(--model-dir)")
-
-    def make(clock: Clock) -> SystemUnderTest:
-        if isinstance(clock, FakeClock):
-            raise ConfigError("a real model runs in real time; drop --virtual-time")
-        return EngineSUT(HFEngine(model_dir))
-
-    return make
 
 
 def serve_hf(model_dir: Path, host: str = "127.0.0.1", port: int = 8000) -> None:

@@ -21,14 +21,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from tokenmark.adapters import eventloop
-from tokenmark.adapters.emulated_sut import EmulatedSUT, EmulatorIdsHandle, emulated_describe
-from tokenmark.adapters.inprocess import LatencyModel, LatencyModelSUT, NullSUT
-from tokenmark.adapters.openai_http import OpenAIHttpSUT
-from tokenmark.adapters.openai_target import OpenAIConfig
+from tokenmark.api.suts import EmulatedTarget, SutSpec, make_sut
 from tokenmark.clock import Clock, FakeClock, MonotonicClock, run_virtual, wall_anchor
 from tokenmark.config.layering import LayeredSettings
 from tokenmark.dataset import Dataset, LengthDistribution, SyntheticDataset, describe_dataset
-from tokenmark.engines.emulated import EmulatorSpec
 from tokenmark.errors import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL,
@@ -36,7 +32,6 @@ from tokenmark.errors import (
     EXIT_INVALID,
     EXIT_VALID,
     ConfigError,
-    TargetError,
 )
 from tokenmark.loadgen.remote import RunDriver
 from tokenmark.loadgen.runner import Runner, RunnerStats, RunOutcome
@@ -51,15 +46,8 @@ from tokenmark.output.accuracy import AccuracyRecorder, accuracy_recorder
 from tokenmark.output.mlperf import write_mlperf_logs
 from tokenmark.output.records import RECORDS_FILE, JsonlRecordSink
 from tokenmark.output.results import ResultsDocument, RunInfo, write_results
-from tokenmark.records import Query, RequestRecord
-from tokenmark.servers.emulated import (
-    REFERENCE_FIELD,
-    EmulatedConfig,
-    EmulatedServer,
-    spec_arguments,
-)
-from tokenmark.servers.process import ServerProcess
-from tokenmark.sut import PromptProbe, ResponseHandle, SystemUnderTest
+from tokenmark.records import RequestRecord
+from tokenmark.sut import PromptProbe, SystemUnderTest
 from tokenmark.tokenizer import exact_text
 
 __all__ = [
@@ -82,137 +70,6 @@ __all__ = [
 # CLI can import without loading the run path; they are re-exported here.
 
 ProgressFn = Callable[[RunnerStats, float], None]
-
-
-@dataclass(frozen=True)
-class SutSpec:
-    """Which built-in system under test to run against.
-
-    ``emulated``: the emulated server (:mod:`tokenmark.servers.emulated`) of
-    ``emulator``; in real time it is started on a free loopback port (in its own
-    process unless ``emulator_in_process``) and benchmarked over HTTP with ``api`` and
-    ``stream``, then stopped; on a virtual clock its engine serves in-process
-    (:class:`~tokenmark.adapters.emulated_sut.EmulatedSUT`).
-    """
-
-    kind: str = "latency-model"  # latency-model | null | emulated
-    model: LatencyModel = LatencyModel()
-    stream_tokens: bool = False
-    emulator: EmulatorSpec = EmulatorSpec()
-    emulator_server: EmulatedConfig = EmulatedConfig()
-    emulator_in_process: bool = False
-    api: str = "completions"
-    stream: bool = True
-    preconnect: int = 0
-    #: The client's settings for the emulated target (its URL is filled in); None: the
-    #: defaults with ``api``, ``stream`` and ``preconnect``.
-    client: OpenAIConfig | None = None
-
-
-def make_sut(spec: SutSpec, clock: Clock) -> SystemUnderTest:
-    if spec.kind == "latency-model":
-        return LatencyModelSUT(clock, spec.model, stream_tokens=spec.stream_tokens)
-    if spec.kind == "null":
-        return NullSUT()
-    if spec.kind == "emulated":
-        if isinstance(clock, FakeClock):
-            srv = spec.emulator_server
-            return EmulatedSUT(clock, spec.emulator, stop_lengths=srv.stop_lengths,
-                               output_seed=srv.output_seed)
-        return EmulatedTarget(clock, spec)
-    raise ConfigError(f"unknown system under test {spec.kind!r}; choose emulated, "
-                      "latency-model or null")
-
-
-class EmulatedTarget:
-    """The emulated server on a free loopback port and the HTTP client against it: the
-    main job's default target. ``start`` starts the server (its own process, or this
-    one's event loop) and the client; ``stop`` stops both.
-
-    A sample with a reference output length (``expected_output_tokens``) is sent with
-    :data:`~tokenmark.servers.emulated.REFERENCE_FIELD`, so the emulated model stops
-    there (tokenmark's own field, sent to its own emulator only). When the client keeps
-    the output text (accuracy runs, audits), each answer's text becomes its token ids
-    (:class:`~tokenmark.adapters.emulated_sut.EmulatorIdsHandle`)."""
-
-    def __init__(self, clock: Clock, spec: SutSpec) -> None:
-        self.spec = spec
-        self._clock = clock
-        d = spec.emulator.deployment()  # bad input fails before anything starts
-        self.label = spec.emulator.label(d)
-        self._efficiency = d.efficiency.source
-        self.url = ""
-        self.client: OpenAIHttpSUT | None = None
-        self.server: EmulatedServer | None = None
-        self.process: ServerProcess | None = None
-
-    @property
-    def name(self) -> str:
-        return "tokenmark-emulated-http"
-
-    def describe(self) -> dict[str, str]:
-        d = {"kind": "emulated server over HTTP",
-             **emulated_describe(self.spec.emulator, self.label, self._efficiency),
-             "server": "same process" if self.spec.emulator_in_process else
-             "own process", "url": self.url}
-        srv = self.spec.emulator_server
-        if srv.faults or srv.fault_cycle:
-            d["faults"] = ", ".join([f"{f}={p:g}" for f, p in srv.faults]
-                                    + [f"cycle {','.join(srv.fault_cycle)}"] * bool(
-                                        srv.fault_cycle))
-        if self.client is not None:
-            client = self.client.describe()
-            client.pop("kind", None)
-            d.update({k: v for k, v in client.items() if k not in d})
-        return d
-
-    async def start(self) -> None:
-        spec = self.spec
-        if spec.emulator_in_process:
-            self.server = EmulatedServer(spec.emulator, spec.emulator_server)
-            await self.server.start()
-            self.url = self.server.url
-        else:
-            proc = ServerProcess(spec_arguments(spec.emulator, spec.emulator_server),
-                                 module="tokenmark.servers.emulated")
-            try:
-                proc.start()
-            except RuntimeError as e:
-                raise TargetError(f"the emulated server did not start: {e}") from None
-            self.process = proc
-            self.url = proc.url
-        if spec.client is not None:
-            cfg = replace(spec.client, urls=(self.url,))
-        else:
-            cfg = OpenAIConfig(urls=(self.url,), api=spec.api, stream=spec.stream,
-                               preconnect=spec.preconnect)
-        self.client = OpenAIHttpSUT(self._clock, cfg)
-        await self.client.start()
-
-    def issue(self, query: Query, handle: ResponseHandle) -> None:
-        client = self.client
-        assert client is not None
-        if client.config.keep_text:
-            handle = EmulatorIdsHandle(handle)
-        ref = query.sample.expected_output_tokens
-        if ref < 0:
-            client.issue(query, handle)
-            return
-        body = client.body(query.sample)
-        client.send(0, query.seq, b'%s,"%s":%d}' % (body[:-1], REFERENCE_FIELD.encode(), ref),
-                    handle)
-
-    async def flush(self) -> None:
-        if self.client is not None:
-            await self.client.flush()
-
-    async def stop(self) -> None:
-        if self.client is not None:
-            await self.client.stop()
-        if self.server is not None:
-            await self.server.stop()
-        if self.process is not None:
-            self.process.stop()
 
 
 def default_dataset(

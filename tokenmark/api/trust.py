@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenmark.adapters.openai_target import (
     OpenAIConfig,
@@ -30,7 +30,6 @@ from tokenmark.adapters.openai_target import (
     secrets,
     ssl_context,
 )
-from tokenmark.api import results as results_api
 from tokenmark.api.assemble import WorkloadSpec, build_workload, http_sut_factory
 from tokenmark.api.run import RunResult, RunWatcher, run_benchmark
 from tokenmark.config.layering import LayeredSettings
@@ -41,9 +40,6 @@ from tokenmark.mlperf.rules import Finding
 from tokenmark.mlperf.scenarios import Schedule
 from tokenmark.mlperf.settings import EffectiveSettings
 from tokenmark.records import RequestRecord
-from tokenmark.store import Store
-from tokenmark.store.signatures import Signature, add_signature
-from tokenmark.trust import bundle as _bundle
 from tokenmark.trust import selfcal
 from tokenmark.trust.canonical import file_sha256
 from tokenmark.trust.compare import (
@@ -66,6 +62,10 @@ from tokenmark.trust.manifest import (
 )
 from tokenmark.trust.monitor import ClientMonitor
 from tokenmark.trust.prometheus import PrometheusWatcher, Tolerances
+
+if TYPE_CHECKING:  # the results store and the signing code load where they are used
+    from tokenmark.store.signatures import Signature  # (not on `run`'s path)
+    from tokenmark.trust import bundle as _bundle
 
 __all__ = [
     "CapacityCheck",
@@ -232,6 +232,8 @@ def calibrate_client(*, workers: int = 0, duration_s: float = 3.0, concurrency: 
 
 def make_keys(name: str, *, directory: Path | None = None, passphrase_env: str = "",
               force: bool = False) -> _bundle.KeyPair:
+    from tokenmark.trust import bundle as _bundle
+
     return _bundle.make_keys(name, directory=directory, passphrase_env=passphrase_env,
                              force=force)
 
@@ -246,9 +248,14 @@ class Signed:
     stored_in: str = ""
 
 
-def _record(db: PathLike | None, sig: Signature) -> str:
+def _record(db: PathLike | None, run_hash: str, key_id: str, signer: str, signed_utc: str,
+            bundle_sha256: str) -> str:
+    """Record a verified signer of a run in the results database; returns its URL."""
+    from tokenmark.store import Store
+    from tokenmark.store.signatures import Signature, add_signature
+
     with Store.open(db) as st:
-        add_signature(st, sig)
+        add_signature(st, Signature(run_hash, key_id, signer, signed_utc, True, bundle_sha256))
         return st.url
 
 
@@ -256,6 +263,8 @@ def bundle_run(run: Path, *, key: Path | None = None, output: Path | None = None
                passphrase_env: str = "", db: PathLike | None = None,
                store: bool = True) -> Signed:
     """Pack and sign a results folder; record the signer in the results database."""
+    from tokenmark.trust import bundle as _bundle
+
     if not run.is_dir():
         raise BadInputError(f"{run} is not a results folder; give the folder 'tokenmark "
                             "run' wrote")
@@ -264,8 +273,8 @@ def bundle_run(run: Path, *, key: Path | None = None, output: Path | None = None
                                    passphrase_env=passphrase_env)
     where = ""
     if store:
-        where = _record(db, Signature(doc["run_hash"], doc["key_id"], doc["signer"],
-                                      doc["signed_utc"], True, file_sha256(out)))
+        where = _record(db, doc["run_hash"], doc["key_id"], doc["signer"],
+                        doc["signed_utc"], file_sha256(out))
     n = sum(1 for p in run.rglob("*") if p.is_file() and not p.name.endswith(".tmp"))
     return Signed(out, doc["signer"], doc["key_id"], doc["run_hash"], n, where)
 
@@ -274,22 +283,27 @@ def verify_bundle(path: Path, *, keys: Sequence[Path] = (), keys_dir: Path | Non
                   store: bool = False, db: PathLike | None = None) -> _bundle.Verified:
     """Verify a bundle against the trusted keys; with ``store``, import its result into
     the database with the verified signer."""
+    from tokenmark.trust import bundle as _bundle
+
     trusted = _bundle.trusted_keys(directory=keys_dir, extra=tuple(keys))
     v = _bundle.verify_bundle(path, trusted)
     if store:
         with tempfile.TemporaryDirectory(prefix="tokenmark-verify-") as tmp:
             folder = _bundle.extract_run(path, Path(tmp) / path.name.split(".")[0])
+            from tokenmark.api import results as results_api
+
             report = results_api.store_run(folder, db=db)
             if report.errors:
                 raise BadInputError(f"the bundle verified but its result was not stored: "
                                     f"{report.errors[0]}")
-        _record(db, Signature(v.run_hash, v.key_id, v.signer, v.signed_utc, True,
-                              file_sha256(path)))
+        _record(db, v.run_hash, v.key_id, v.signer, v.signed_utc, file_sha256(path))
     return v
 
 
 def signers(run_hashes: Sequence[str] | None = None, *, db: PathLike | None = None
             ) -> dict[str, list[Signature]]:
+    from tokenmark.api import results as results_api
+
     return results_api.signers(run_hashes, db=db)
 
 

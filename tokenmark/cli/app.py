@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import os
@@ -98,6 +99,41 @@ def given_flags(ctx: typer.Context) -> frozenset[str]:
         if source is not None and source.name in _GIVEN:
             out.append(name)
     return frozenset(out)
+
+
+#: An option group: (parameter name, annotation with its typer.Option, default) in order.
+OptionGroup = tuple[tuple[str, Any, Any], ...]
+
+
+_F = typing.TypeVar("_F", bound=typing.Callable[..., Any])
+
+
+def with_options(before: OptionGroup = (), after: OptionGroup = ()
+                 ) -> typing.Callable[[_F], _F]:
+    """A decorator that gives a command the options of shared groups: ``before`` ahead of
+    its own parameters, ``after`` behind them (the order of --help). The command takes
+    them in ``**options``."""
+
+    def decorate(func: _F) -> _F:
+        sig = inspect.signature(func, eval_str=True)
+        own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+
+        def group(g: OptionGroup) -> list[inspect.Parameter]:
+            return [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=a,
+                                      default=d) for n, a, d in g]
+
+        params = [*group(before), *own, *group(after)]
+
+        @functools.wraps(func)
+        def command(**kwargs: Any) -> Any:
+            return func(**kwargs)
+
+        command.__signature__ = sig.replace(  # type: ignore[attr-defined]
+            parameters=[p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params])
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return typing.cast(_F, command)
+
+    return decorate
 
 
 def out() -> Console:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -16,451 +15,387 @@ from rich.table import Table
 from rich.text import Text
 
 from tokenmark import __version__
-from tokenmark.adapters.inprocess import LatencyModel
-from tokenmark.adapters.openai_target import (
-    DEFAULT_MAX_EVENT_BYTES,
-    OpenAIConfig,
-    check_target,
-    http_name,
+from tokenmark.adapters.sse import DEFAULT_MAX_EVENT_BYTES
+from tokenmark.cli.app import (
+    OptionGroup,
+    app,
+    bad_input,
+    check_numbers,
+    err,
+    given_flags,
+    with_options,
 )
-from tokenmark.api import results as results_api
-from tokenmark.api import scale as scale_api
-from tokenmark.api import submission as submission_api
-from tokenmark.api.assemble import (
-    WorkloadSpec,
-    build_workload,
-    default_api,
-    http_sut_factory,
-    prebuild,
-    server_tokenizer,
-)
-from tokenmark.api.correctness import audit_results, hf_sut_factory
-from tokenmark.api.run import (
-    EXIT_INTERRUPTED,
-    InterruptGuard,
-    RunResult,
-    SutSpec,
-    run_benchmark,
-)
-from tokenmark.cli.app import app, bad_input, check_numbers, err, given_flags
 from tokenmark.cli.app import out as stdout
-from tokenmark.cli.progress import ProgressMode, progress_view
-from tokenmark.cli.trust import manifest_plan, run_watchers
-from tokenmark.clock import Clock
-from tokenmark.compliance.audit import apply_audit, audit_for
-from tokenmark.config.layering import (
-    DEMO_MAX_OUTPUT_TOKENS,
-    FlagsOverFile,
-    build_settings,
-    default_scenario,
-    read_toml,
-)
-from tokenmark.engines.emulated import EmulatorSpec
-from tokenmark.errors import BadInputError, ConfigError
-from tokenmark.metrics.stats import Distribution
-from tokenmark.mlperf.presets import load_round, rounds
-from tokenmark.mlperf.rules import Validity, Verdict
-from tokenmark.mlperf.scenarios import build_schedule, length_note
-from tokenmark.mlperf.settings import Mode, Scenario, Seeds, TestSettings, effective
-from tokenmark.output.tables import write_csv
-from tokenmark.report import write_report
-from tokenmark.sources.hf_tokenizer import load_hf_tokenizer
-from tokenmark.sut import SystemUnderTest
+from tokenmark.cli.progress import ProgressMode
+from tokenmark.errors import EXIT_INTERRUPTED, BadInputError, ConfigError
+
+# Everything else loads where it is used: `tokenmark run` imports only the run path before
+# its first request (no results store, SQLAlchemy, pydantic, report, packaging or
+# accuracy code; tests/unit/test_lazy_imports.py).
+if TYPE_CHECKING:
+    from tokenmark.api.run import InterruptGuard, RunResult
+    from tokenmark.metrics.stats import Distribution
+    from tokenmark.mlperf.rules import Verdict
+    from tokenmark.mlperf.settings import TestSettings
 
 WL = "Workload"
 TG = "HTTP target"
 EM = "Emulated server (the default target)"
 
 
-@app.command()
-def run(
-    ctx: typer.Context,
-    benchmark: Annotated[str, typer.Option(
+#: What is run: benchmark, scenario, round, profile, config files and the settings flags.
+LOAD: OptionGroup = (
+    ("benchmark", Annotated[str, typer.Option(
         "--benchmark", "-b", help="Benchmark as the submission checker names it "
-        "(llama3.1-8b, llama2-70b-99, deepseek-r1, ...) or a LoadGen alias.")] = "",
-    scenario: Annotated[str, typer.Option(
+        "(llama3.1-8b, llama2-70b-99, deepseek-r1, ...) or a LoadGen alias.")], ""),
+    ("scenario", Annotated[str, typer.Option(
         "--scenario", "-s", help="Offline, Server, Interactive, SingleStream, MultiStream, "
-        "or a tokenmark pattern: constant, poisson, gamma, closed.")] = "",
-    round_: Annotated[str, typer.Option("--round", "-r", help="MLPerf round preset.")] = "",
-    profile: Annotated[str, typer.Option(
-        help="'demo' (short run, labelled as not MLPerf-length) or 'mlperf'.")] = "",
-    config: Annotated[Path | None, typer.Option(
+        "or a tokenmark pattern: constant, poisson, gamma, closed.")], ""),
+    ("round_", Annotated[str, typer.Option("--round", "-r", help="MLPerf round preset.")], ""),
+    ("profile", Annotated[str, typer.Option(
+        help="'demo' (short run, labelled as not MLPerf-length) or 'mlperf'.")], ""),
+    ("config", Annotated[Path | None, typer.Option(
         "--config", "-c", help="TOML file with [run], [settings], [dataset], [sut] and "
-        "[target] tables.")] = None,
-    user_conf: Annotated[Path | None, typer.Option(
-        help="An MLPerf user.conf (model.scenario.key = value).")] = None,
-    qps: Annotated[float | None, typer.Option(
+        "[target] tables.")], None),
+    ("user_conf", Annotated[Path | None, typer.Option(
+        help="An MLPerf user.conf (model.scenario.key = value).")], None),
+    ("qps", Annotated[float | None, typer.Option(
         help="Target queries/s (Server, Interactive, constant, poisson, gamma) or the "
-        "expected queries/s of an Offline run.")] = None,
-    concurrency: Annotated[int | None, typer.Option(
-        help="Streams of a closed-loop run.")] = None,
-    max_concurrency: Annotated[int | None, typer.Option(
-        help="Cap on requests in flight for any schedule.")] = None,
-    burstiness: Annotated[float | None, typer.Option(
-        help="Gamma shape of the 'gamma' pattern (1.0 = Poisson).")] = None,
-    min_duration: Annotated[float | None, typer.Option(
-        help="Minimum duration in seconds.")] = None,
-    max_duration: Annotated[float | None, typer.Option(
-        help="Maximum duration in seconds (0: none).")] = None,
-    min_queries: Annotated[int | None, typer.Option(help="Minimum query count.")] = None,
-    max_queries: Annotated[int | None, typer.Option(help="Maximum query count.")] = None,
-    ttft_ms: Annotated[float | None, typer.Option(help="TTFT limit in ms.")] = None,
-    tpot_ms: Annotated[float | None, typer.Option(help="TPOT limit in ms.")] = None,
-    e2e_ms: Annotated[float | None, typer.Option(help="End-to-end latency limit in ms.")] = None,
-    percentile: Annotated[float | None, typer.Option(
-        help="Percentile the limits apply at, in percent (e.g. 99).")] = None,
-    warmup: Annotated[float | None, typer.Option(
-        help="Seconds at the start excluded from statistics (tokenmark patterns).")] = None,
-    cooldown: Annotated[float | None, typer.Option(
-        help="Seconds at the end excluded from statistics (tokenmark patterns).")] = None,
-    send_lag_limit_ms: Annotated[float | None, typer.Option(
+        "expected queries/s of an Offline run.")], None),
+    ("concurrency", Annotated[int | None, typer.Option(
+        help="Streams of a closed-loop run.")], None),
+    ("max_concurrency", Annotated[int | None, typer.Option(
+        help="Cap on requests in flight for any schedule.")], None),
+    ("burstiness", Annotated[float | None, typer.Option(
+        help="Gamma shape of the 'gamma' pattern (1.0 = Poisson).")], None),
+    ("min_duration", Annotated[float | None, typer.Option(
+        help="Minimum duration in seconds.")], None),
+    ("max_duration", Annotated[float | None, typer.Option(
+        help="Maximum duration in seconds (0: none).")], None),
+    ("min_queries", Annotated[int | None, typer.Option(help="Minimum query count.")], None),
+    ("max_queries", Annotated[int | None, typer.Option(help="Maximum query count.")], None),
+    ("ttft_ms", Annotated[float | None, typer.Option(help="TTFT limit in ms.")], None),
+    ("tpot_ms", Annotated[float | None, typer.Option(help="TPOT limit in ms.")], None),
+    ("e2e_ms", Annotated[float | None, typer.Option(help="End-to-end latency limit in ms.")], None),
+    ("percentile", Annotated[float | None, typer.Option(
+        help="Percentile the limits apply at, in percent (e.g. 99).")], None),
+    ("warmup", Annotated[float | None, typer.Option(
+        help="Seconds at the start excluded from statistics (tokenmark patterns).")], None),
+    ("cooldown", Annotated[float | None, typer.Option(
+        help="Seconds at the end excluded from statistics (tokenmark patterns).")], None),
+    ("send_lag_limit_ms", Annotated[float | None, typer.Option(
         help="Send-lag limit of the tokenmark verdict (default: max(2 ms, 1% of the "
-        "mean inter-arrival time)).")] = None,
-    error_rate_limit: Annotated[float | None, typer.Option(
-        help="Fraction of failed requests the tokenmark verdict accepts (default 0).")] = None,
-    seed: Annotated[int | None, typer.Option(
+        "mean inter-arrival time)).")], None),
+    ("error_rate_limit", Annotated[float | None, typer.Option(
+        help="Fraction of failed requests the tokenmark verdict accepts (default 0).")], None),
+    ("seed", Annotated[int | None, typer.Option(
         help="Seed of a tokenmark pattern's schedule and sample order (MLPerf scenarios "
-        "use the round's seeds).")] = None,
-    dataset_size: Annotated[int | None, typer.Option(
-        help="Samples in the synthetic dataset (default: the preset's or profile's).")] = None,
-    input_len: Annotated[str | None, typer.Option(
+        "use the round's seeds).")], None),
+
+)
+
+
+#: The workload (the run spec's dataset group).
+WORKLOAD: OptionGroup = (
+    ("dataset_size", Annotated[int | None, typer.Option(
+        help="Samples in the synthetic dataset (default: the preset's or profile's).")], None),
+    ("input_len", Annotated[str | None, typer.Option(
         help="Input length distribution: N, uniform:LO:HI, normal:MEAN:STD, "
-        "lognormal:MEDIAN:SIGMA.")] = None,
-    output_len: Annotated[str | None, typer.Option(
-        help="Output length distribution (same forms, or hist:LEN=W,...).")] = None,
-    prefix_groups: Annotated[int, typer.Option(
+        "lognormal:MEDIAN:SIGMA.")], None),
+    ("output_len", Annotated[str | None, typer.Option(
+        help="Output length distribution (same forms, or hist:LEN=W,...).")], None),
+    ("prefix_groups", Annotated[int, typer.Option(
         help="Synthetic: groups of prompts sharing a prefix (prefix caching).",
-        rich_help_panel=WL)] = 0,
-    prefix_len: Annotated[int, typer.Option(
-        help="Synthetic: tokens of the shared prefix.", rich_help_panel=WL)] = 0,
-    conversations: Annotated[int, typer.Option(
+        rich_help_panel=WL)], 0),
+    ("prefix_len", Annotated[int, typer.Option(
+        help="Synthetic: tokens of the shared prefix.", rich_help_panel=WL)], 0),
+    ("conversations", Annotated[int, typer.Option(
         help="Synthetic multi-turn: number of conversations (each turn replays the "
-        "dataset's earlier turns).", rich_help_panel=WL)] = 0,
-    turns: Annotated[str, typer.Option(
-        help="Turns per conversation (a length distribution).", rich_help_panel=WL)] = "3",
-    system_len: Annotated[int, typer.Option(
-        help="Synthetic multi-turn: system prompt tokens.", rich_help_panel=WL)] = 0,
-    dataset: Annotated[Path | None, typer.Option(
+        "dataset's earlier turns).", rich_help_panel=WL)], 0),
+    ("turns", Annotated[str, typer.Option(
+        help="Turns per conversation (a length distribution).", rich_help_panel=WL)], "3"),
+    ("system_len", Annotated[int, typer.Option(
+        help="Synthetic multi-turn: system prompt tokens.", rich_help_panel=WL)], 0),
+    ("dataset", Annotated[Path | None, typer.Option(
         help="A dataset file (JSONL, JSON, CSV, Parquet, ShareGPT or an MLPerf reference "
-        "file).", rich_help_panel=WL)] = None,
-    dataset_format: Annotated[str | None, typer.Option(
+        "file).", rich_help_panel=WL)], None),
+    ("dataset_format", Annotated[str | None, typer.Option(
         "--format", help="jsonl, json, csv, parquet, pickle, sharegpt or mlperf "
-        "(default: from the file name).", rich_help_panel=WL)] = None,
-    columns: Annotated[str, typer.Option(
+        "(default: from the file name).", rich_help_panel=WL)], None),
+    ("columns", Annotated[str, typer.Option(
         help="Column mapping ROLE=COLUMN,... (roles: prompt, token_ids, messages, system, "
-        "output_tokens, reference, reference_ids, image).", rich_help_panel=WL)] = "",
-    allow_pickle: Annotated[bool, typer.Option(
+        "output_tokens, reference, reference_ids, image).", rich_help_panel=WL)], ""),
+    ("allow_pickle", Annotated[bool, typer.Option(
         help="Read pickled files (a pickle can run code: only files you trust).",
-        rich_help_panel=WL)] = False,
-    sharegpt_turns: Annotated[str, typer.Option(
+        rich_help_panel=WL)], False),
+    ("sharegpt_turns", Annotated[str, typer.Option(
         help="ShareGPT: 'first' turn of each conversation or 'all' turns.",
-        rich_help_panel=WL)] = "first",
-    mlperf_output: Annotated[str, typer.Option(
+        rich_help_panel=WL)], "first"),
+    ("mlperf_output", Annotated[str, typer.Option(
         help="MLPerf datasets: output length 'max' (the benchmark's) or 'reference'.",
-        rich_help_panel=WL)] = "max",
-    limit: Annotated[int | None, typer.Option(
-        help="Read at most this many rows.", rich_help_panel=WL)] = None,
-    max_context: Annotated[int | None, typer.Option(
-        help="Model context length: longer prompts are an error.", rich_help_panel=WL)] = None,
-    skip_long_prompts: Annotated[bool, typer.Option(
+        rich_help_panel=WL)], "max"),
+    ("limit", Annotated[int | None, typer.Option(
+        help="Read at most this many rows.", rich_help_panel=WL)], None),
+    ("max_context", Annotated[int | None, typer.Option(
+        help="Model context length: longer prompts are an error.", rich_help_panel=WL)], None),
+    ("skip_long_prompts", Annotated[bool, typer.Option(
         help="Skip prompts longer than --max-context instead of failing.",
-        rich_help_panel=WL)] = False,
-    tokenizer: Annotated[str, typer.Option(
+        rich_help_panel=WL)], False),
+    ("tokenizer", Annotated[str, typer.Option(
         help="'builtin', a Hugging Face tokenizer folder / tokenizer.json, or 'server' (an "
         "HTTP target's own tokenize/detokenize endpoints: vLLM, SGLang, llama.cpp); counts "
         "prompt tokens and, for an HTTP target given a file, output tokens.",
-        rich_help_panel=WL)] = "builtin",
-    chat_template: Annotated[bool, typer.Option(
-        help="Apply the tokenizer's chat template to prompts.", rich_help_panel=WL)] = False,
-    chat_template_file: Annotated[Path | None, typer.Option(
+        rich_help_panel=WL)], "builtin"),
+    ("chat_template", Annotated[bool, typer.Option(
+        help="Apply the tokenizer's chat template to prompts.", rich_help_panel=WL)], False),
+    ("chat_template_file", Annotated[Path | None, typer.Option(
         help="A chat template (Jinja) to use instead of the tokenizer's.",
-        rich_help_panel=WL)] = None,
-    images_per_request: Annotated[int, typer.Option(
-        help="Images attached to each chat request (as data URLs).", rich_help_panel=WL)] = 0,
-    image_size: Annotated[str, typer.Option(
-        help="Generated image size WxH.", rich_help_panel=WL)] = "512x512",
-    image_dir: Annotated[Path | None, typer.Option(
+        rich_help_panel=WL)], None),
+    ("images_per_request", Annotated[int, typer.Option(
+        help="Images attached to each chat request (as data URLs).", rich_help_panel=WL)], 0),
+    ("image_size", Annotated[str, typer.Option(
+        help="Generated image size WxH.", rich_help_panel=WL)], "512x512"),
+    ("image_dir", Annotated[Path | None, typer.Option(
         help="Take images from this folder instead of generating them.",
-        rich_help_panel=WL)] = None,
-    verify_images: Annotated[bool, typer.Option(
-        help="Decode every image to check it (slower).", rich_help_panel=WL)] = False,
-    trace: Annotated[Path | None, typer.Option(
+        rich_help_panel=WL)], None),
+    ("verify_images", Annotated[bool, typer.Option(
+        help="Decode every image to check it (slower).", rich_help_panel=WL)], False),
+    ("trace", Annotated[Path | None, typer.Option(
         help="Replay a trace's timing (Mooncake JSONL or Azure CSV).", rich_help_panel=WL)
-    ] = None,
-    trace_format: Annotated[str, typer.Option(
-        help="mooncake or azure.", rich_help_panel=WL)] = "mooncake",
-    trace_speedup: Annotated[float, typer.Option(
-        help="Replay this many times faster.", rich_help_panel=WL)] = 1.0,
-    trace_sort: Annotated[bool, typer.Option(
+    ], None),
+    ("trace_format", Annotated[str, typer.Option(
+        help="mooncake or azure.", rich_help_panel=WL)], "mooncake"),
+    ("trace_speedup", Annotated[float, typer.Option(
+        help="Replay this many times faster.", rich_help_panel=WL)], 1.0),
+    ("trace_sort", Annotated[bool, typer.Option(
         help="Sort a trace whose timestamps go backwards instead of failing.",
-        rich_help_panel=WL)] = False,
-    sut: Annotated[str | None, typer.Option(
+        rich_help_panel=WL)], False),
+
+)
+
+
+#: The built-in system under test (the run spec's sut group).
+SYSTEM: OptionGroup = (
+    ("sut", Annotated[str | None, typer.Option(
         help="Built-in system under test: emulated (the default without --url: the "
         "emulated server, started on loopback and benchmarked over HTTP; in-process with "
         "--virtual-time), latency-model (the default when a --sut-*-ms option is given), "
-        "null, or hf (a real model in-process, --model-dir).")] = None,
-    accelerator: Annotated[str, typer.Option(
+        "null, or hf (a real model in-process, --model-dir).")], None),
+    ("accelerator", Annotated[str, typer.Option(
         help="emulated: the accelerator (H200, B200, MI300X, ...; see accelerators.csv).",
-        rich_help_panel=EM)] = "",
-    accelerators: Annotated[int, typer.Option(
+        rich_help_panel=EM)], ""),
+    ("accelerators", Annotated[int, typer.Option(
         help="emulated: accelerators in all (tp x replicas; 0: from --tp/--replicas).",
-        rich_help_panel=EM)] = 0,
-    tp: Annotated[int, typer.Option(
+        rich_help_panel=EM)], 0),
+    ("tp", Annotated[int, typer.Option(
         help="emulated: tensor parallelism (0: the fewest of 1/2/4/8 that hold the model).",
-        rich_help_panel=EM)] = 0,
-    replicas: Annotated[int, typer.Option(
-        help="emulated: replicas (0: one).", rich_help_panel=EM)] = 0,
-    precision: Annotated[str, typer.Option(
+        rich_help_panel=EM)], 0),
+    ("replicas", Annotated[int, typer.Option(
+        help="emulated: replicas (0: one).", rich_help_panel=EM)], 0),
+    ("precision", Annotated[str, typer.Option(
         help="emulated: bf16, fp8 or fp4 (default: bf16, or the narrowest that fits).",
-        rich_help_panel=EM)] = "",
-    sut_ttft_ms: Annotated[float | None, typer.Option(
-        help="latency-model: time to first token in ms.")] = None,
-    sut_tpot_ms: Annotated[float | None, typer.Option(
-        help="latency-model: time per output token in ms.")] = None,
-    sut_max_batch: Annotated[int | None, typer.Option(
-        help="latency-model: requests served at once (the rest queue).")] = None,
-    sut_batch_slope: Annotated[float | None, typer.Option(
-        help="latency-model: TPOT growth per extra request in the batch.")] = None,
-    url: Annotated[list[str] | None, typer.Option(
+        rich_help_panel=EM)], ""),
+    ("sut_ttft_ms", Annotated[float | None, typer.Option(
+        help="latency-model: time to first token in ms.")], None),
+    ("sut_tpot_ms", Annotated[float | None, typer.Option(
+        help="latency-model: time per output token in ms.")], None),
+    ("sut_max_batch", Annotated[int | None, typer.Option(
+        help="latency-model: requests served at once (the rest queue).")], None),
+    ("sut_batch_slope", Annotated[float | None, typer.Option(
+        help="latency-model: TPOT growth per extra request in the batch.")], None),
+
+)
+
+
+#: An OpenAI-compatible HTTP target (the run spec's target group).
+TARGET: OptionGroup = (
+    ("url", Annotated[list[str] | None, typer.Option(
         help="An OpenAI-compatible endpoint (repeat for replicas); selects the HTTP client.",
-        rich_help_panel=TG)] = None,
-    api: Annotated[str, typer.Option(
+        rich_help_panel=TG)], None),
+    ("api", Annotated[str, typer.Option(
         help="completions or chat (default: chat when requests carry images or the model "
-        "reasons, else completions).", rich_help_panel=TG)] = "",
-    model: Annotated[str, typer.Option(
-        help="Model name (default: the one the endpoint serves).", rich_help_panel=TG)] = "",
-    stream: Annotated[bool, typer.Option(help="Stream responses (SSE).",
-                                         rich_help_panel=TG)] = True,
-    include_usage: Annotated[bool, typer.Option(
+        "reasons, else completions).", rich_help_panel=TG)], ""),
+    ("model", Annotated[str, typer.Option(
+        help="Model name (default: the one the endpoint serves).", rich_help_panel=TG)], ""),
+    ("stream", Annotated[bool, typer.Option(help="Stream responses (SSE).",
+                                         rich_help_panel=TG)], True),
+    ("include_usage", Annotated[bool, typer.Option(
         help="Ask for usage in the stream (stream_options.include_usage).",
-        rich_help_panel=TG)] = True,
-    api_key_env: Annotated[str, typer.Option(
+        rich_help_panel=TG)], True),
+    ("api_key_env", Annotated[str, typer.Option(
         help="Environment variable holding the API key (never logged).", rich_help_panel=TG)
-    ] = "OPENAI_API_KEY",
-    header: Annotated[list[str] | None, typer.Option(
-        help="An extra header 'Name: value' (repeatable).", rich_help_panel=TG)] = None,
-    ca_file: Annotated[str, typer.Option(help="CA bundle for TLS.", rich_help_panel=TG)] = "",
-    verify_tls: Annotated[bool, typer.Option(help="Verify TLS certificates.",
-                                             rich_help_panel=TG)] = True,
-    connect_timeout: Annotated[float, typer.Option(
-        help="Seconds to connect (0: none).", rich_help_panel=TG)] = 30.0,
-    first_token_timeout: Annotated[float, typer.Option(
-        help="Seconds to the first token (0: none).", rich_help_panel=TG)] = 0.0,
-    request_timeout: Annotated[float, typer.Option(
-        help="Seconds for a whole request (0: none).", rich_help_panel=TG)] = 0.0,
-    pool_size: Annotated[int, typer.Option(
+    ], "OPENAI_API_KEY"),
+    ("header", Annotated[list[str] | None, typer.Option(
+        help="An extra header 'Name: value' (repeatable).", rich_help_panel=TG)], None),
+    ("ca_file", Annotated[str, typer.Option(help="CA bundle for TLS.", rich_help_panel=TG)], ""),
+    ("verify_tls", Annotated[bool, typer.Option(help="Verify TLS certificates.",
+                                             rich_help_panel=TG)], True),
+    ("connect_timeout", Annotated[float, typer.Option(
+        help="Seconds to connect (0: none).", rich_help_panel=TG)], 30.0),
+    ("first_token_timeout", Annotated[float, typer.Option(
+        help="Seconds to the first token (0: none).", rich_help_panel=TG)], 0.0),
+    ("request_timeout", Annotated[float, typer.Option(
+        help="Seconds for a whole request (0: none).", rich_help_panel=TG)], 0.0),
+    ("pool_size", Annotated[int, typer.Option(
         help="Connections per endpoint, the emulated server's included (0: one per request "
         "in flight).", rich_help_panel=TG)
-    ] = 0,
-    preconnect: Annotated[int | None, typer.Option(
+    ], 0),
+    ("preconnect", Annotated[int | None, typer.Option(
         help="Connections per endpoint opened before the run (default: the concurrency).",
-        rich_help_panel=TG)] = None,
-    spare_connections: Annotated[int, typer.Option(
+        rich_help_panel=TG)], None),
+    ("spare_connections", Annotated[int, typer.Option(
         help="Idle connections per endpoint kept open ahead of demand, so a growing "
         "open loop never waits for a handshake (0: open on demand).", rich_help_panel=TG)
-    ] = 4,
-    routing: Annotated[str, typer.Option(
+    ], 4),
+    ("routing", Annotated[str, typer.Option(
         help="round-robin or least-in-flight across endpoints.", rich_help_panel=TG)
-    ] = "round-robin",
-    max_tokens: Annotated[int, typer.Option(
+    ], "round-robin"),
+    ("max_tokens", Annotated[int, typer.Option(
         help="max_tokens of every request (0: each sample's output length).",
-        rich_help_panel=TG)] = 0,
-    ignore_eos: Annotated[bool, typer.Option(
-        help="Send ignore_eos (generate the full output length).", rich_help_panel=TG)] = False,
-    temperature: Annotated[float | None, typer.Option(
+        rich_help_panel=TG)], 0),
+    ("ignore_eos", Annotated[bool, typer.Option(
+        help="Send ignore_eos (generate the full output length).", rich_help_panel=TG)], False),
+    ("temperature", Annotated[float | None, typer.Option(
         help="Sampling temperature of every request (default: not sent; the server's).",
-        rich_help_panel=TG)] = None,
-    extra_body: Annotated[str, typer.Option(
-        help="A JSON object merged into every request body.", rich_help_panel=TG)] = "",
-    model_check: Annotated[bool, typer.Option(
-        help="Check GET /v1/models before the run.", rich_help_panel=TG)] = True,
-    length_probe: Annotated[bool, typer.Option(
+        rich_help_panel=TG)], None),
+    ("extra_body", Annotated[str, typer.Option(
+        help="A JSON object merged into every request body.", rich_help_panel=TG)], ""),
+    ("model_check", Annotated[bool, typer.Option(
+        help="Check GET /v1/models before the run.", rich_help_panel=TG)], True),
+    ("length_probe", Annotated[bool, typer.Option(
         help="Send two one-token requests before the run to measure the chat template's "
-        "tokens and check the first prompt's length.", rich_help_panel=TG)] = True,
-    max_event_bytes: Annotated[int, typer.Option(
+        "tokens and check the first prompt's length.", rich_help_panel=TG)], True),
+    ("max_event_bytes", Annotated[int, typer.Option(
         help="The largest server-sent event accepted; a larger one fails its request as a "
-        "malformed stream.", rich_help_panel=TG)] = DEFAULT_MAX_EVENT_BYTES,
-    workers: Annotated[int, typer.Option(
+        "malformed stream.", rich_help_panel=TG)], DEFAULT_MAX_EVENT_BYTES),
+    ("workers", Annotated[int, typer.Option(
         help="Client worker processes (0: the client runs in this process).",
-        rich_help_panel=TG)] = 0,
-    output: Annotated[Path | None, typer.Option(
+        rich_help_panel=TG)], 0),
+
+)
+
+
+#: Where results go, how the run is driven and what is printed.
+RUNNING: OptionGroup = (
+    ("output", Annotated[Path | None, typer.Option(
         "--output", "-o", help="Results folder (default results/<time>-<benchmark>-<scenario>).")
-    ] = None,
-    mode: Annotated[str, typer.Option(
+    ], None),
+    ("mode", Annotated[str, typer.Option(
         help="performance, or accuracy (every sample once, outputs logged to "
-        "mlperf_log_accuracy.json; score it with 'tokenmark score').")] = "performance",
-    audit: Annotated[str | None, typer.Option(
+        "mlperf_log_accuracy.json; score it with 'tokenmark score').")], "performance"),
+    ("audit", Annotated[str | None, typer.Option(
         help="Run as an MLPerf compliance audit: TEST06, TEST07 or TEST09 (LoadGen's "
         "audit.config settings; with --loadgen official LoadGen reads the audit.config "
         "tokenmark writes in the results folder); TEST06/TEST09 verdict folders are "
         "written after the run.")
-    ] = None,
-    model_dir: Annotated[Path | None, typer.Option(
+    ], None),
+    ("model_dir", Annotated[Path | None, typer.Option(
         help="--sut hf: a local Hugging Face model folder served in-process on the CPU.")
-    ] = None,
-    loadgen: Annotated[str, typer.Option(
+    ], None),
+    ("loadgen", Annotated[str, typer.Option(
         help="Load generator: 'tokenmark' (its own) or 'official' (the mlcommons-loadgen "
         "package drives the SUT and writes the MLPerf logs; needed for closed-division "
-        "submissions).")] = "tokenmark",
-    find_peak: Annotated[bool, typer.Option(
+        "submissions).")], "tokenmark"),
+    ("find_peak", Annotated[bool, typer.Option(
         help="With --loadgen official: LoadGen's FindPeakPerformance search for the highest "
-        "Server QPS meeting the latency limits, starting from --qps.")] = False,
-    virtual_time: Annotated[bool, typer.Option(
+        "Server QPS meeting the latency limits, starting from --qps.")], False),
+    ("virtual_time", Annotated[bool, typer.Option(
         help="Run on a virtual clock (in-process systems only): minutes of benchmark in "
-        "seconds.")] = False,
-    distributed: Annotated[str, typer.Option(
+        "seconds.")], False),
+    ("distributed", Annotated[str, typer.Option(
         help="'ray': shard the schedule across Ray actors (the ray extra); records merge "
-        "into one run.")] = "",
-    ray_address: Annotated[str | None, typer.Option(
-        help="Ray cluster HOST:PORT (default: $RAY_ADDRESS, else a local instance).")] = None,
-    ray_workers: Annotated[int, typer.Option(
-        help="Ray actors (client workers) of a --distributed ray run.")] = 2,
-    db: Annotated[str | None, typer.Option(
+        "into one run.")], ""),
+    ("ray_address", Annotated[str | None, typer.Option(
+        help="Ray cluster HOST:PORT (default: $RAY_ADDRESS, else a local instance).")], None),
+    ("ray_workers", Annotated[int, typer.Option(
+        help="Ray actors (client workers) of a --distributed ray run.")], 2),
+    ("db", Annotated[str | None, typer.Option(
         "--db", help="Results database to store the run in (default: $TOKENMARK_DB, else "
-        "~/.local/share/tokenmark/results.db).")] = None,
-    no_db: Annotated[bool, typer.Option(
-        "--no-db", help="Do not store the run in the results database.")] = False,
-    progress_mode: Annotated[ProgressMode, typer.Option(
+        "~/.local/share/tokenmark/results.db).")], None),
+    ("no_db", Annotated[bool, typer.Option(
+        "--no-db", help="Do not store the run in the results database.")], False),
+    ("progress_mode", Annotated[ProgressMode, typer.Option(
         "--progress", help="Progress: auto (the live view on a terminal, plain lines off "
         "one; nothing with -q/--json), live, plain (a line of text every 5 s on stderr, "
         "for CI logs), jsonl (a JSON line a second on stderr, for scripts) or off.")
-    ] = ProgressMode.AUTO,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the verdicts.")] = False,
-    json_out: Annotated[bool, typer.Option(
-        "--json", help="Print results.json to stdout instead of tables.")] = False,
-    manifest: Annotated[Path | None, typer.Option(
+    ], ProgressMode.AUTO),
+    ("quiet", Annotated[bool, typer.Option(
+        "--quiet", "-q", help="Print only the verdicts.")], False),
+    ("json_out", Annotated[bool, typer.Option(
+        "--json", help="Print results.json to stdout instead of tables.")], False),
+
+)
+
+
+#: Manifests, client calibration and watchers (the run spec's trust group).
+TRUST: OptionGroup = (
+    ("manifest", Annotated[Path | None, typer.Option(
         help="Re-run a workload manifest (a manifest.json or the results folder holding "
         "it): the identical request stream, its files and fingerprints checked first.",
-        rich_help_panel="Trust")] = None,
-    calibrate: Annotated[bool, typer.Option(
+        rich_help_panel="Trust")], None),
+    ("calibrate", Annotated[bool, typer.Option(
         help="HTTP targets: check the planned load against this client's measured "
         "capacity ('tokenmark calibrate', cached per machine).", rich_help_panel="Trust")
-    ] = False,
-    client_share: Annotated[float, typer.Option(
+    ], False),
+    ("client_share", Annotated[float, typer.Option(
         help="--calibrate: the largest share of the client's capacity a plan may take.",
-        rich_help_panel="Trust")] = 0.5,
-    allow_client_overload: Annotated[bool, typer.Option(
+        rich_help_panel="Trust")], 0.5),
+    ("allow_client_overload", Annotated[bool, typer.Option(
         help="--calibrate: run a plan above --client-share anyway (recorded).",
-        rich_help_panel="Trust")] = False,
-    client_watch: Annotated[bool, typer.Option(
+        rich_help_panel="Trust")], False),
+    ("client_watch", Annotated[bool, typer.Option(
         help="Watch client CPU and event-loop lag, fingerprint client and server, scrape "
-        "the server's Prometheus metrics.", rich_help_panel="Trust")] = True,
-    metrics_interval: Annotated[float, typer.Option(
+        "the server's Prometheus metrics.", rich_help_panel="Trust")], True),
+    ("metrics_interval", Annotated[float, typer.Option(
         help="Seconds between scrapes of the server's /metrics.", rich_help_panel="Trust")
-    ] = 1.0,
-) -> None:
+    ], 1.0),
+
+)
+
+
+@app.command()
+@with_options(after=LOAD + WORKLOAD + SYSTEM + TARGET + RUNNING + TRUST)
+def run(ctx: typer.Context, **options: Any) -> None:
     """Run a benchmark and judge it: the MLPerf verdict and the tokenmark verdict.
 
     Example: tokenmark run --benchmark llama3.1-8b --scenario Server --profile demo --qps 30
     """
+    from tokenmark.api import suts
+    from tokenmark.api.assemble import build_workload, default_api, prebuild, server_tokenizer
+    from tokenmark.api.run import InterruptGuard, run_benchmark
+    from tokenmark.cli.progress import progress_view
+    from tokenmark.cli.trust import manifest_plan, run_watchers
+    from tokenmark.compliance.audit import apply_audit, audit_for
+    from tokenmark.config.layering import DEMO_MAX_OUTPUT_TOKENS
+    from tokenmark.config.runspec import RunSpec
+    from tokenmark.mlperf.settings import Mode, effective
+    from tokenmark.sources.hf_tokenizer import load_hf_tokenizer
+
     try:
         check_numbers(ctx.params)
-        doc = read_toml(config) if config else {}
-        # a flag the user gave beats the file's key (README: "flags override both")
-        given = given_flags(ctx)
-        rn = FlagsOverFile(doc.get("run", {}), given)
-        ds = FlagsOverFile(doc.get("dataset", {}), given)
-        tg = FlagsOverFile(doc.get("target", {}), given)
-        su = FlagsOverFile(doc.get("sut", {}), given)
-        round_name = rn("round_", round_, "round") or "v6.0"
-        bench = rn("benchmark", benchmark) or "llama3.1-8b"
-        sc_text = rn("scenario", scenario) or ""
-        sc = Scenario.parse(sc_text) if sc_text else None
-        trace_path = ds("trace", trace)
-        trace = None if trace_path is None else Path(trace_path)
-        if trace is not None:
-            if sc not in (None, Scenario.TRACE):
-                raise ConfigError(f"--trace replays the trace's own timing; drop --scenario "
-                                  f"{sc.value}")
-            sc = Scenario.TRACE
-        if sc is None:
-            sc = default_scenario(round_name, bench)
-        prof = rn("profile", profile) or ""
-        overrides: dict[str, Any] = {
-            "min_duration_ms": None if min_duration is None else int(min_duration * 1000),
-            "max_duration_ms": None if max_duration is None else int(max_duration * 1000),
-            "min_query_count": min_queries,
-            "max_query_count": max_queries,
-            "ttft_latency_ms": ttft_ms,
-            "tpot_latency_ms": tpot_ms,
-            "target_latency_ms": e2e_ms,
-            "target_latency_percentile": None if percentile is None else percentile / 100,
-            "concurrency": concurrency,
-            "max_concurrency": max_concurrency,
-            "burstiness": burstiness,
-            "warmup_ms": None if warmup is None else int(warmup * 1000),
-            "cooldown_ms": None if cooldown is None else int(cooldown * 1000),
-            "send_lag_limit_ms": send_lag_limit_ms,
-            "error_rate_limit": error_rate_limit,
-        }
-        if dataset_size is not None:
-            overrides["performance_sample_count"] = dataset_size
-            overrides["total_sample_count"] = dataset_size
-        if qps is not None:
-            key = "offline_expected_qps" if sc is Scenario.OFFLINE else "target_qps"
-            overrides[key] = qps
-        if mode != "performance" or "mode" in given:  # --mode performance beats a file's
-            overrides["mode"] = mode
-        seeds = None
-        if seed is not None:
-            seeds = Seeds(qsl=seed, sample_index=seed + 1, schedule=seed + 2)
-        layered = build_settings(
-            round_name, bench, sc, profile=prof, toml=doc, toml_name=str(config or ""),
-            user_conf=user_conf, overrides=overrides, seeds=seeds,
-        )
+        # the one translation of flags (and the --config file under them) into a run spec
+        rs = RunSpec.from_options(options, given_flags(ctx), config=options["config"])
+    except BadInputError as e:
+        raise bad_input(e) from None
+    ld, out_opts, trust = rs.load, rs.output, rs.trust
+    audit, loadgen, quiet, json_out = ld.audit, ld.loadgen, out_opts.quiet, out_opts.json
+    try:
+        layered = rs.settings()
         if audit is not None and loadgen != "official":  # LoadGen applies its audit.config
             layered = replace(layered, settings=apply_audit(layered.settings,
                                                             audit_for(audit)))
-        plan = manifest_plan(ctx, manifest)
+        plan = manifest_plan(ctx, trust.manifest)
         if plan is not None:
             layered = plan.layered
         logs_outputs = layered.settings.mode is Mode.ACCURACY or audit is not None
-        data_path = ds("dataset", dataset, "path")
-        spec_w = WorkloadSpec(
-            size=ds("dataset_size", dataset_size, "size"),
-            input_lengths=ds("input_len", input_len, "input"),
-            output_lengths=ds("output_len", output_len, "output"),
-            prefix_groups=ds("prefix_groups", prefix_groups),
-            prefix_tokens=ds("prefix_len", prefix_len),
-            conversations=ds("conversations", conversations),
-            turns=str(ds("turns", turns)),
-            system_tokens=ds("system_len", system_len),
-            dataset=None if data_path is None else Path(data_path),
-            fmt=ds("dataset_format", dataset_format, "format"),
-            columns=ds("columns", columns),
-            allow_pickle=allow_pickle,
-            sharegpt_turns=ds("sharegpt_turns", sharegpt_turns),
-            mlperf_output=ds("mlperf_output", mlperf_output),
-            limit=ds("limit", limit),
-            max_context=ds("max_context", max_context),
-            skip_long=skip_long_prompts,
-            tokenizer=ds("tokenizer", tokenizer),
-            chat_template=bool(ds("chat_template", chat_template)),
-            chat_template_file=chat_template_file,
-            images_per_request=ds("images_per_request", images_per_request),
-            image_size=ds("image_size", image_size),
-            image_dir=image_dir,
-            verify_images=verify_images,
-            trace=trace,
-            trace_format=ds("trace_format", trace_format),
-            trace_speedup=trace_speedup,
-            trace_sort=trace_sort,
-            seed=seed or 0,
-        )
+        spec_w = rs.dataset if plan is None else plan.spec
         if plan is not None:
-            spec_w = plan.spec
-        urls = tuple(tg("url", url, "urls") or ())
-        model = tg("model", model) or ""
-        api_key_env = tg("api_key_env", api_key_env)
-        ca_file = tg("ca_file", ca_file) or ""
-        headers = _headers([*(header or []), *doc.get("target", {}).get("headers", [])])
+            rs = replace(rs, dataset=spec_w)
+        tg = rs.target
         served_tok = None
-        if spec_w.tokenizer == "server" and urls:
-            served_tok = server_tokenizer(OpenAIConfig(
-                urls=urls, model=model, api_key_env=api_key_env, headers=headers,
-                verify_tls=verify_tls, ca_file=ca_file, connect_timeout_s=connect_timeout))
-        api = default_api(tg("api", api) or "", spec_w,
-                          layered.preset.name)
+        if spec_w.tokenizer == "server" and tg.urls:
+            served_tok = server_tokenizer(suts.http_config(rs))
+        api = default_api(tg.api, spec_w, layered.preset.name)
         workload = build_workload(spec_w, layered, served_tok)
         if served_tok is not None:
             n_built = prebuild(workload.dataset)
@@ -470,76 +405,28 @@ def run(
                           highlight=False)
             served_tok.close()
         effective(layered.settings, len(workload.dataset))  # bad settings fail before any output
-        latency_flags = (sut_ttft_ms, sut_tpot_ms, sut_max_batch, sut_batch_slope)
-        sut_ttft_ms = su("sut_ttft_ms", sut_ttft_ms, "ttft_ms")
-        sut_tpot_ms = su("sut_tpot_ms", sut_tpot_ms, "tpot_ms")
-        sut_max_batch = su("sut_max_batch", sut_max_batch, "max_batch")
-        sut_batch_slope = su("sut_batch_slope", sut_batch_slope, "batch_slope")
-        lm = LatencyModel(
-            ttft_ns=int((50.0 if sut_ttft_ms is None else sut_ttft_ms) * 1e6),
-            tpot_ns=int((10.0 if sut_tpot_ms is None else sut_tpot_ms) * 1e6),
-            max_batch=sut_max_batch or 0,
-            batch_slope=sut_batch_slope or 0.0,
-        )
-        sut = su("sut", sut, "kind")
-        kind = sut or (
-            "latency-model" if any(x is not None for x in latency_flags) else "emulated")
-        emu = EmulatorSpec(
-            accelerator=su("accelerator", accelerator) or "H200", model=layered.preset.name,
-            precision=su("precision", precision) or "", tp=su("tp", tp) or 0,
-            replicas=su("replicas", replicas) or 0,
-            accelerators=su("accelerators", accelerators) or 0)
-        if kind == "emulated":
-            emu.deployment()  # an unknown name or a model that does not fit fails here
-        conns = layered.settings.concurrency or layered.settings.max_concurrency or 0
-        spec: SutSpec | Callable[[Clock], SystemUnderTest] = SutSpec(
-            kind=kind, model=lm, emulator=emu, api=api, stream=stream, preconnect=conns,
-            # outputs are logged: the client keeps the emulator's text (its token ids);
-            # --pool-size caps the connections to the emulated server too (an Offline
-            # query of 26,736 samples opened one each: past the machine's open-file limit)
-            client=OpenAIConfig(urls=("http://emulated",), api=api, stream=stream,
-                                preconnect=conns, keep_text=logs_outputs,
-                                pool_size=pool_size)
-            if logs_outputs or pool_size else None)
-        if sut == "hf":
-            spec = hf_sut_factory(Path(su("model_dir", model_dir) or ""))
-        if urls:
-            conc = layered.settings.concurrency or layered.settings.max_concurrency
-            cfg = OpenAIConfig(
-                urls=urls, api=api, stream=tg("stream", stream),
-                model=model, api_key_env=api_key_env, headers=headers,
-                verify_tls=verify_tls, ca_file=ca_file,
-                connect_timeout_s=connect_timeout, first_token_timeout_s=first_token_timeout,
-                request_timeout_s=request_timeout, pool_size=pool_size,
-                preconnect=conc if preconnect is None else preconnect,
-                spare_connections=spare_connections,
-                routing=tg("routing", routing), max_tokens=max_tokens,
-                ignore_eos=bool(tg("ignore_eos", ignore_eos)),
-                temperature=tg("temperature", temperature),
-                include_usage=include_usage, extra_body=tg("extra_body", extra_body) or "",
-                tokenizer="" if spec_w.tokenizer in ("builtin", "server") else spec_w.tokenizer,
-                check_models=model_check,
-                keep_text=logs_outputs,
-                max_event_bytes=max_event_bytes,
-                length_probe=length_probe,
-            )
-            if logs_outputs and spec_w.tokenizer in ("builtin", "server"):
-                raise ConfigError("logging outputs of an HTTP target needs the model's "
-                                  "tokenizer to turn text into token ids; give --tokenizer PATH")
-            if plan is not None and plan.sampling is not None:
-                cfg = plan.sampling.apply(cfg)
-            cfg = check_target(cfg)
-            if spec_w.tokenizer == "builtin" and not cfg.served_by.startswith("tokenmark/") \
-                    and not quiet and not json_out:
-                err.print(f"[yellow]warning:[/] prompts are measured with tokenmark's built-in "
-                          f"word tokenizer, not the model's: {http_name(cfg)} will count "
-                          "other lengths (often several times more tokens). Give the "
-                          "model's tokenizer with --tokenizer PATH, or --tokenizer server.",
-                          soft_wrap=True, highlight=False)
-            spec = http_sut_factory(cfg, workers=workers, check=False)
-        driver = scale_api.distributed_driver(distributed, ray_address, ray_workers)
+        if tg.urls and logs_outputs and spec_w.tokenizer in ("builtin", "server"):
+            raise ConfigError("logging outputs of an HTTP target needs the model's "
+                              "tokenizer to turn text into token ids; give --tokenizer PATH")
+        sampling = plan.sampling if plan is not None else None
+        spec, cfg = suts.from_spec(rs, layered, api=api, keep_text=logs_outputs,
+                                   adjust=None if sampling is None else sampling.apply)
+        if cfg is not None and spec_w.tokenizer == "builtin" \
+                and not cfg.served_by.startswith("tokenmark/") and not quiet and not json_out:
+            from tokenmark.adapters.openai_target import http_name
+
+            err.print(f"[yellow]warning:[/] prompts are measured with tokenmark's built-in "
+                      f"word tokenizer, not the model's: {http_name(cfg)} will count "
+                      "other lengths (often several times more tokens). Give the "
+                      "model's tokenizer with --tokenizer PATH, or --tokenizer server.",
+                      soft_wrap=True, highlight=False)
+        driver = None
+        if ld.distributed or ld.ray_address:
+            from tokenmark.api.scale import distributed_driver
+
+            driver = distributed_driver(ld.distributed, ld.ray_address, ld.ray_workers)
         eff_scenario = layered.settings.scenario
-        out_dir = output or Path("results") / (
+        out_dir = out_opts.output or Path("results") / (
             f"{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{layered.preset.name}-"
             f"{eff_scenario.value}"
         )
@@ -556,7 +443,8 @@ def run(
     if show:
         _warn_length(layered.settings, len(workload.dataset))
     view = progress_view(layered.settings, len(workload.dataset), quiet=quiet,
-                         json_out=json_out, mode=progress_mode, console=err)
+                         json_out=json_out, mode=ProgressMode(out_opts.progress),
+                         console=err)
     # From the run on, no Ctrl-C loses the results: the first stops the run, the results
     # are written; one that arrives while the report is written skips the report.
     guard = InterruptGuard(on_stop=lambda: err.print(
@@ -571,32 +459,36 @@ def run(
             encode = load_hf_tokenizer(spec_w.tokenizer).encode
         if loadgen not in ("tokenmark", "official"):
             raise ConfigError(f"unknown --loadgen {loadgen!r}; choose tokenmark or official")
-        if find_peak and loadgen != "official":
+        if ld.find_peak and loadgen != "official":
             raise ConfigError("--find-peak is LoadGen's FindPeakPerformance: add "
                               "--loadgen official")
         if loadgen == "official":
-            if virtual_time or trace_plan is not None:
+            if ld.virtual_time or trace_plan is not None:
                 raise ConfigError("--loadgen official runs in real time, without "
                                   "--virtual-time or --trace")
-            result = submission_api.run_official_loadgen(layered, workload.dataset, spec,
-                                                         out_dir, find_peak=find_peak,
-                                                         audit=audit)
+            from tokenmark.api.submission import run_official_loadgen
+
+            result = run_official_loadgen(layered, workload.dataset, spec, out_dir,
+                                          find_peak=ld.find_peak, audit=audit)
             ctx.with_resource(guard)  # during LoadGen's own run Ctrl-C ends it as before
         else:
             ctx.with_resource(guard)
             watchers = run_watchers(
-                layered, spec_w, workload, cfg if urls else None, plan,
-                virtual_time=virtual_time, watch=client_watch, calibrate=calibrate,
-                client_share=client_share, allow_overload=allow_client_overload,
-                workers=workers, metrics_interval=metrics_interval)
+                layered, spec_w, workload, cfg, plan,
+                virtual_time=ld.virtual_time, watch=trust.client_watch,
+                calibrate=trust.calibrate, client_share=trust.client_share,
+                allow_overload=trust.allow_client_overload, workers=rs.target.workers,
+                metrics_interval=trust.metrics_interval)
             with view:
                 result = run_benchmark(
-                    layered, workload.dataset, spec, out_dir, virtual_time=virtual_time,
+                    layered, workload.dataset, spec, out_dir, virtual_time=ld.virtual_time,
                     progress=view.update if view.active else None,
                     record_consumers=[view.consume] if view.active else (), trace=trace_plan,
                     encode=encode, driver=driver, watchers=watchers)
         if audit is not None and audit.upper() in ("TEST06", "TEST09") and (
                 out_dir / "mlperf_log_accuracy.json").is_file():
+            from tokenmark.api.correctness import audit_results
+
             verdict = audit_results(audit, out_dir)
             err.print(f"{verdict.test}: {'PASS' if verdict.passed else 'FAIL'} "
                       f"({verdict.folder})", highlight=False)
@@ -605,8 +497,8 @@ def run(
     _print_result(result, quiet=quiet, json_out=json_out)
     _write_report(result, quiet=quiet or json_out, guard=guard)
     _write_csv(result)
-    if not no_db:
-        _store(result, db, quiet=quiet or json_out)
+    if not out_opts.no_db:
+        _store(result, out_opts.db, quiet=quiet or json_out)
     if result.exit_code == EXIT_INTERRUPTED:
         err.print(f"interrupted (Ctrl-C): the run stopped early and is INVALID; what it "
                   f"measured is in {result.output_dir}", highlight=False, soft_wrap=True)
@@ -615,6 +507,9 @@ def run(
 
 def _warn_length(settings: TestSettings, dataset_size: int) -> None:
     """Warn when LoadGen's rules make the run much longer than asked (issue 27)."""
+    from tokenmark.mlperf.scenarios import build_schedule, length_note
+    from tokenmark.mlperf.settings import effective
+
     try:
         eff = effective(settings, dataset_size)
         note = length_note(eff, build_schedule(eff, dataset_size))
@@ -627,6 +522,8 @@ def _warn_length(settings: TestSettings, dataset_size: int) -> None:
 def _write_report(result: RunResult, *, quiet: bool, guard: InterruptGuard) -> None:
     """Write report.html beside results.json; a failure warns and keeps the run's exit code.
     A Ctrl-C meanwhile skips it."""
+    from tokenmark.report import write_report
+
     try:
         with guard.skippable():
             path = write_report(result.output_dir)
@@ -643,21 +540,13 @@ def _write_report(result: RunResult, *, quiet: bool, guard: InterruptGuard) -> N
 
 def _write_csv(result: RunResult) -> None:
     """Write records.csv and summary.csv beside results.json; a failure warns."""
+    from tokenmark.output.tables import write_csv
+
     try:
         write_csv(result.output_dir)
     except (OSError, ValueError) as e:
         err.print(f"[yellow]warning:[/] no records.csv/summary.csv: {escape(str(e))}",
                   soft_wrap=True)
-
-
-def _headers(lines: list[str]) -> tuple[tuple[str, str], ...]:
-    out = []
-    for line in lines:
-        name, sep, value = line.partition(":")
-        if not sep or not name.strip():
-            raise ConfigError(f"bad header {line!r}; write it as 'Name: value'")
-        out.append((name.strip(), value.strip()))
-    return tuple(out)
 
 
 def _store(result: RunResult, db: str | None, *, quiet: bool) -> None:
@@ -668,6 +557,8 @@ def _store(result: RunResult, db: str | None, *, quiet: bool) -> None:
 def store_folder(folder: Path, db: str | None, *, quiet: bool) -> None:
     """Store a run's folder, or a sweep's/find-peak's/scaling run's (with its runs), as
     unverified; a failure warns (the folder keeps everything measured)."""
+    from tokenmark.api import results as results_api
+
     try:
         report = results_api.store_run(folder, db=db)
     except BadInputError as e:
@@ -696,6 +587,8 @@ def _dist_row(name: str, d: Distribution, p_target: float) -> list[str]:
 
 
 def _verdict_text(v: Verdict) -> Text:
+    from tokenmark.mlperf.rules import Validity
+
     style = {Validity.VALID: "bold green", Validity.INVALID: "bold red"}.get(v.validity, "dim")
     return Text(v.validity.value, style=style)
 
@@ -767,6 +660,8 @@ def presets(
 
     Example: tokenmark presets v6.0
     """
+    from tokenmark.mlperf.presets import load_round, rounds
+
     out = stdout()
     try:
         if round_ is None:

@@ -15,22 +15,27 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tokenmark.adapters.inprocess import LatencyModel
-from tokenmark.adapters.openai_target import OpenAIConfig
 from tokenmark.api import scale as scale_api
-from tokenmark.api.assemble import WorkloadSpec, build_workload, http_sut_factory
-from tokenmark.api.run import EXIT_INVALID, EXIT_VALID, SutSpec, make_sut
-from tokenmark.cli.app import app, bad_input, check_numbers, err, given_flags, out
-from tokenmark.cli.run import _headers, store_folder
+from tokenmark.api import suts
+from tokenmark.api.assemble import build_workload
+from tokenmark.api.run import EXIT_INVALID, EXIT_VALID, SutSpec
+from tokenmark.cli.app import (
+    OptionGroup,
+    app,
+    bad_input,
+    check_numbers,
+    err,
+    given_flags,
+    out,
+    with_options,
+)
+from tokenmark.cli.run import store_folder
 from tokenmark.clock import Clock
-from tokenmark.config.layering import FlagsOverFile, LayeredSettings, build_settings, read_toml
+from tokenmark.config.layering import LayeredSettings
 from tokenmark.dataset import Dataset
-from tokenmark.engines.emulated import EmulatorSpec
 from tokenmark.errors import BadInputError, ConfigError
-from tokenmark.mlperf.settings import Scenario
 from tokenmark.output.results import RESULTS_FILE
 from tokenmark.output.tables import write_csv
-from tokenmark.scale.replicas import replicated
 from tokenmark.scale.sweep import parse_points
 from tokenmark.sut import SystemUnderTest
 
@@ -112,6 +117,38 @@ ApiKeyEnv = Annotated[str, typer.Option(
     help="Environment variable holding the API key (never logged).", rich_help_panel=ST)]
 
 
+#: The options every scale command opens with (as 'run' names them).
+HEAD: OptionGroup = (
+    ("benchmark", Benchmark, ""), ("scenario", ScenarioOpt, ""), ("round_", RoundOpt, ""),
+    ("profile", Profile, ""), ("config", ConfigOpt, None))
+#: The settings, workload and target options find-peak and scaling-run share.
+LIMITS: OptionGroup = (
+    ("min_duration", MinDuration, None), ("min_queries", MinQueries, None),
+    ("ttft_ms", TtftMs, None), ("tpot_ms", TpotMs, None), ("e2e_ms", E2eMs, None),
+    ("percentile", Pct, None), ("send_lag_limit_ms", SendLag, None),
+    ("dataset_size", DsSize, None), ("input_len", InLen, None),
+    ("output_len", OutLen, None), ("dataset", DsFile, None), ("tokenizer", TokOpt, "builtin"))
+#: find-peak and scaling-run: the latency model unless --url.
+SEARCH_SUT: OptionGroup = (
+    ("sut", SutOpt, "latency-model"), ("sut_ttft_ms", SutTtft, 50.0),
+    ("sut_tpot_ms", SutTpot, 10.0), ("sut_max_batch", SutBatch, 0),
+    ("sut_batch_slope", SutSlope, 0.0))
+#: sweep: the emulated server (as 'run') unless a latency-model option or --url.
+SWEEP_SUT: OptionGroup = (
+    ("sut", SweepSut, ""), ("sut_ttft_ms", SweepTtft, None), ("sut_tpot_ms", SweepTpot, None),
+    ("sut_max_batch", SweepBatch, None), ("sut_batch_slope", SweepSlope, None),
+    ("accelerator", SweepAccel, ""))
+TARGET: OptionGroup = (
+    ("url", Urls, None), ("api", ApiOpt, "completions"), ("model", ModelOpt, ""))
+SWEEP_TARGET: OptionGroup = (
+    ("max_tokens", MaxTokens, 0), ("ignore_eos", IgnoreEos, False), ("header", Header, None),
+    ("api_key_env", ApiKeyEnv, "OPENAI_API_KEY"))
+TAIL: OptionGroup = (
+    ("routing", Routing, "round-robin"), ("workers", Workers, 0),
+    ("virtual_time", Virtual, False), ("output", Output, None), ("json_out", JsonOut, False),
+    ("db", StoreDb, None), ("no_db", NoDb, False))
+
+
 @dataclass
 class _Setup:
     layered: LayeredSettings
@@ -119,78 +156,25 @@ class _Setup:
     sut_for: Callable[[int], SutSpec | SutFactory]
 
 
-def _setup(o: dict[str, Any], *, default_scenario: str = "Server") -> _Setup:
+#: Options of the scale commands that are theirs, not the run spec's.
+_OWN = frozenset({"ctx", "replicas", "concurrency", "rates", "db", "no_db"})
+
+
+def _setup(o: dict[str, Any], *, default_scenario: str = "Server",
+           concurrency: int | None = None) -> _Setup:
+    """The layered settings, dataset and systems under test of a scale command's options:
+    the same run spec as 'run' (a flag the user gave beats the file's key)."""
+    from tokenmark.config.runspec import RunSpec
+
     check_numbers(o)
-    doc = read_toml(o["config"]) if o["config"] else {}
-    # a flag the user gave beats the file's key, as in 'run'
     given = given_flags(o["ctx"]) if "ctx" in o else frozenset()
-    rn = FlagsOverFile(doc.get("run", {}), given)
-    ds = FlagsOverFile(doc.get("dataset", {}), given)
-    su = FlagsOverFile(doc.get("sut", {}), given)
-    tg = FlagsOverFile(doc.get("target", {}), given)
-    sc = Scenario.parse(rn("scenario", o["scenario"]) or default_scenario)
-    overrides: dict[str, Any] = {
-        "min_duration_ms": None if o["min_duration"] is None else int(o["min_duration"] * 1000),
-        "min_query_count": o["min_queries"],
-        "ttft_latency_ms": o["ttft_ms"], "tpot_latency_ms": o["tpot_ms"],
-        "target_latency_ms": o["e2e_ms"],
-        "target_latency_percentile": None if o["percentile"] is None else o["percentile"] / 100,
-        "send_lag_limit_ms": o["send_lag_limit_ms"],
-    }
-    overrides.update(o.get("extra", {}))
-    if o["dataset_size"] is not None:
-        overrides["performance_sample_count"] = o["dataset_size"]
-        overrides["total_sample_count"] = o["dataset_size"]
-    layered = build_settings(rn("round_", o["round"], "round") or "v6.0",
-                             rn("benchmark", o["benchmark"]) or "llama3.1-8b", sc,
-                             profile=rn("profile", o["profile"]) or "", toml=doc,
-                             toml_name=str(o["config"] or ""), overrides=overrides)
-    data_path = ds("dataset", o["dataset"], "path")
-    spec = WorkloadSpec(size=ds("dataset_size", o["dataset_size"], "size"),
-                        input_lengths=ds("input_len", o["input_len"], "input"),
-                        output_lengths=ds("output_len", o["output_len"], "output"),
-                        dataset=None if data_path is None else Path(data_path),
-                        tokenizer=ds("tokenizer", o["tokenizer"]))
-    workload = build_workload(spec, layered)
-    urls = tuple(tg("url", o["url"], "urls") or ())
-    routing = tg("routing", o["routing"])
-    api, model = tg("api", o["api"]), tg("model", o["model"])
-    if urls:
-        target = {"max_tokens": o.get("max_tokens", 0), "ignore_eos": o.get("ignore_eos", False),
-                  "headers": _headers(o.get("header") or []),
-                  "api_key_env": tg("api_key_env", o.get("api_key_env", "OPENAI_API_KEY"))}
-
-        def http(n: int) -> SutSpec | SutFactory:
-            if n > len(urls):
-                raise ConfigError(f"{n} replicas need {n} --url endpoints (got {len(urls)})")
-            cfg = OpenAIConfig(urls=urls[:n], api=api, model=model, routing=routing,
-                               **target)
-            return http_sut_factory(cfg, workers=o["workers"])
-        return _Setup(layered, workload.dataset, http)
-    latency = {k: o[f"sut_{k}"] for k in ("ttft_ms", "tpot_ms", "max_batch", "batch_slope")}
-    # as 'run': the emulated server unless a latency-model option is given (sweep; the
-    # other commands default to the latency model)
-    kind = su("sut", o["sut"], "kind") or (
-        "latency-model" if any(v is not None for v in latency.values()) else "emulated")
-
-    def lat(key: str, default: float) -> float:
-        v = su(f"sut_{key}", latency[key], key)  # a flag given beats the file, even 0
-        return default if v is None else float(v)
-
-    lm = LatencyModel(ttft_ns=int(lat("ttft_ms", 50.0) * 1e6),
-                      tpot_ns=int(lat("tpot_ms", 10.0) * 1e6),
-                      max_batch=int(lat("max_batch", 0)),
-                      batch_slope=lat("batch_slope", 0.0))
-    base = SutSpec(kind=kind, model=lm, emulator=EmulatorSpec(
-        accelerator=su("accelerator", o.get("accelerator")) or "H200",
-        model=layered.preset.name))
-
-    def local(n: int) -> SutSpec | SutFactory:
-        if n == 1:
-            return base
-        return replicated(lambda c: make_sut(base, c), n, routing)
-
-    return _Setup(layered, workload.dataset, local)
+    rs = RunSpec.from_options({k: v for k, v in o.items() if k not in _OWN}, given,
+                              config=o.get("config"))
+    rs = rs.with_load(scenario=rs.load.scenario or default_scenario,
+                      concurrency=concurrency)
+    layered = rs.settings()
+    workload = build_workload(rs.dataset, layered)
+    return _Setup(layered, workload.dataset, suts.replicas_of(rs, layered))
 
 
 def _out(output: Path | None, command: str, layered: LayeredSettings) -> Path:
@@ -220,10 +204,9 @@ def _store_series(parent: Path, opts: dict[str, Any]) -> None:
 
 
 @app.command("find-peak")
+@with_options(HEAD, LIMITS + SEARCH_SUT + TARGET + TAIL)
 def find_peak(
     ctx: typer.Context,
-    benchmark: Benchmark = "", scenario: ScenarioOpt = "", round_: RoundOpt = "",
-    profile: Profile = "", config: ConfigOpt = None,
     start_qps: Annotated[float | None, typer.Option(
         help="First rate probed (default: the preset's or profile's).", rich_help_panel=SR)
     ] = None,
@@ -239,15 +222,7 @@ def find_peak(
         "length rules to the confirming run).", rich_help_panel=SR)] = None,
     stop_early: Annotated[bool, typer.Option(
         help="End a probe once its failure is certain.", rich_help_panel=SR)] = True,
-    min_duration: MinDuration = None, min_queries: MinQueries = None,
-    ttft_ms: TtftMs = None, tpot_ms: TpotMs = None, e2e_ms: E2eMs = None,
-    percentile: Pct = None, send_lag_limit_ms: SendLag = None, dataset_size: DsSize = None,
-    input_len: InLen = None, output_len: OutLen = None, dataset: DsFile = None,
-    tokenizer: TokOpt = "builtin", sut: SutOpt = "latency-model", sut_ttft_ms: SutTtft = 50.0,
-    sut_tpot_ms: SutTpot = 10.0, sut_max_batch: SutBatch = 0, sut_batch_slope: SutSlope = 0.0,
-    url: Urls = None, api: ApiOpt = "completions", model: ModelOpt = "",
-    routing: Routing = "round-robin", workers: Workers = 0, virtual_time: Virtual = False,
-    output: Output = None, json_out: JsonOut = False, db: StoreDb = None, no_db: NoDb = False,
+    **options: Any,
 ) -> None:
     """Find the highest Server/Interactive rate whose run is VALID, and confirm it.
 
@@ -256,8 +231,9 @@ def find_peak(
 
     Example: tokenmark find-peak -s Server --profile demo --sut-max-batch 8 --virtual-time
     """
-    opts = dict(locals())
-    opts["round"] = round_
+    opts = {k: v for k, v in locals().items() if k != "options"} | options
+    output, json_out, virtual_time = (options[k] for k in ("output", "json_out",
+                                                           "virtual_time"))
     try:
         st = _setup(opts)
         parent = _out(output, "find-peak", st.layered)
@@ -285,10 +261,9 @@ def _show_probe(p: scale_api.Probe) -> None:
 
 
 @app.command()
+@with_options(HEAD, LIMITS + SWEEP_SUT + TARGET + SWEEP_TARGET + TAIL)
 def sweep(
     ctx: typer.Context,
-    benchmark: Benchmark = "", scenario: ScenarioOpt = "", round_: RoundOpt = "",
-    profile: Profile = "", config: ConfigOpt = None,
     rates: Annotated[str, typer.Option(
         help="Rates (queries/s): a list 1,2,4, LO:HI:STEPS (geometric), or 'auto' (the "
         "default without --concurrency): a synchronous run, a throughput run, then "
@@ -302,18 +277,7 @@ def sweep(
     pareto_latency: Annotated[str, typer.Option(
         help="Latency of the Pareto front: ttft_p99_ms, tpot_p99_ms or e2e_p99_ms.")
     ] = "e2e_p99_ms",
-    min_duration: MinDuration = None, min_queries: MinQueries = None,
-    ttft_ms: TtftMs = None, tpot_ms: TpotMs = None, e2e_ms: E2eMs = None,
-    percentile: Pct = None, send_lag_limit_ms: SendLag = None, dataset_size: DsSize = None,
-    input_len: InLen = None, output_len: OutLen = None, dataset: DsFile = None,
-    tokenizer: TokOpt = "builtin", sut: SweepSut = "", sut_ttft_ms: SweepTtft = None,
-    sut_tpot_ms: SweepTpot = None, sut_max_batch: SweepBatch = None,
-    sut_batch_slope: SweepSlope = None, accelerator: SweepAccel = "",
-    url: Urls = None, api: ApiOpt = "completions", model: ModelOpt = "",
-    max_tokens: MaxTokens = 0, ignore_eos: IgnoreEos = False, header: Header = None,
-    api_key_env: ApiKeyEnv = "OPENAI_API_KEY",
-    routing: Routing = "round-robin", workers: Workers = 0, virtual_time: Virtual = False,
-    output: Output = None, json_out: JsonOut = False, db: StoreDb = None, no_db: NoDb = False,
+    **options: Any,
 ) -> None:
     """Run one full benchmark per rate or concurrency: throughput against latency and
     goodput per point, and the Pareto front. Without --rates or --concurrency the range
@@ -321,8 +285,9 @@ def sweep(
 
     Example: tokenmark sweep -s poisson --rates 2:16:4 --ttft-ms 500 --sut-max-batch 8
     """
-    opts = dict(locals())
-    opts["round"] = round_
+    opts = {k: v for k, v in locals().items() if k != "options"} | options
+    output, json_out, virtual_time = (options[k] for k in ("output", "json_out",
+                                                           "virtual_time"))
     try:
         auto = points if rates.strip().lower() == "auto" or not (rates or concurrency) else 0
         if auto and concurrency:
@@ -335,9 +300,8 @@ def sweep(
         if conc_pts and any(c != int(c) for c in parse_points(concurrency, "--concurrency")):
             raise ConfigError("--concurrency points must be whole numbers")
         default = "closed" if conc_pts else "Server"
-        if conc_pts:
-            opts["extra"] = {"concurrency": conc_pts[0]}
-        st = _setup(opts, default_scenario=default)
+        st = _setup(opts, default_scenario=default,
+                    concurrency=conc_pts[0] if conc_pts else None)
         parent = _out(output, "sweep", st.layered)
         res = scale_api.sweep(st.layered, st.dataset, st.sut_for(1), parent, rates=rate_pts,
                               concurrencies=conc_pts, pareto_latency=pareto_latency,
@@ -372,10 +336,9 @@ def _fmt(v: float | None) -> str:
 
 
 @app.command(name="scaling-run")
+@with_options(HEAD, LIMITS + SEARCH_SUT + TARGET + TAIL)
 def scaling_run(
     ctx: typer.Context,
-    benchmark: Benchmark = "", scenario: ScenarioOpt = "", round_: RoundOpt = "",
-    profile: Profile = "", config: ConfigOpt = None,
     replicas: Annotated[str, typer.Option(
         help="Replica (endpoint) counts, e.g. 1,2,4; with --url the first N endpoints.")
     ] = "1,2,4",
@@ -387,23 +350,16 @@ def scaling_run(
                                              rich_help_panel=SR)] = 0.05,
     probe_duration: Annotated[float | None, typer.Option(help="Seconds per probe.",
                                                          rich_help_panel=SR)] = None,
-    min_duration: MinDuration = None, min_queries: MinQueries = None,
-    ttft_ms: TtftMs = None, tpot_ms: TpotMs = None, e2e_ms: E2eMs = None,
-    percentile: Pct = None, send_lag_limit_ms: SendLag = None, dataset_size: DsSize = None,
-    input_len: InLen = None, output_len: OutLen = None, dataset: DsFile = None,
-    tokenizer: TokOpt = "builtin", sut: SutOpt = "latency-model", sut_ttft_ms: SutTtft = 50.0,
-    sut_tpot_ms: SutTpot = 10.0, sut_max_batch: SutBatch = 0, sut_batch_slope: SutSlope = 0.0,
-    url: Urls = None, api: ApiOpt = "completions", model: ModelOpt = "",
-    routing: Routing = "round-robin", workers: Workers = 0, virtual_time: Virtual = False,
-    output: Output = None, json_out: JsonOut = False, db: StoreDb = None, no_db: NoDb = False,
+    **options: Any,
 ) -> None:
     """The same workload against 1, 2, 4, ... replicas at fixed latency limits: peak
     throughput per replica and scaling efficiency with an interval.
 
     Example: tokenmark scaling-run --profile demo --replicas 1,2 --sut-max-batch 8 --virtual-time
     """
-    opts = dict(locals())
-    opts["round"] = round_
+    opts = {k: v for k, v in locals().items() if k != "options"} | options
+    output, json_out, virtual_time = (options[k] for k in ("output", "json_out",
+                                                           "virtual_time"))
     try:
         counts = tuple(int(n) for n in parse_points(replicas, "--replicas"))
         st = _setup(opts)

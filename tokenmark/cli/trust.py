@@ -21,7 +21,6 @@ from tokenmark.api.run import EXIT_BAD_INPUT, EXIT_INVALID, EXIT_VALID, RunWatch
 from tokenmark.cli.app import app, bad_input, check_numbers, err, out
 from tokenmark.config.layering import LayeredSettings
 from tokenmark.errors import BadInputError, ConfigError
-from tokenmark.trust.bundle import TamperedError
 from tokenmark.trust.compare import Delta, parse_share, worse_by
 
 __all__ = ["bundle", "calibrate", "gate", "keys", "manifest_plan", "regression_gate",
@@ -176,6 +175,8 @@ def verify(
 
     Example: tokenmark verify results/20261202-120000-llama3.1-8b-Server.tokenmark.tar.gz
     """
+    from tokenmark.trust.bundle import TamperedError
+
     try:
         v = trust_api.verify_bundle(path, keys=tuple(key or ()), keys_dir=keys_dir,
                                     store=store, db=db)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
-from tokenmark.clock import Clock
 from tokenmark.records import ErrorClass, Query, ResponseDetails, TokenSource
 from tokenmark.sut import (
     DetailsHandle,
@@ -21,7 +20,7 @@ from tokenmark.sut import (
     TokenIdsHandle,
 )
 
-__all__ = ["ROUTINGS", "ReplicatedSUT", "replicated"]
+__all__ = ["ROUTINGS", "ReplicatedSUT"]
 
 ROUTINGS = ("round-robin", "least-in-flight")
 
@@ -134,17 +133,3 @@ class ReplicatedSUT:
             self._in_flight[k] -= 1
 
         self.replicas[k].issue(query, _Counted(handle, done, f"replica{k}"))
-
-
-def replicated(factory: Callable[[Clock], SystemUnderTest], replicas: int,
-               routing: str = "round-robin") -> Callable[[Clock], SystemUnderTest]:
-    """A factory of ``replicas`` copies of ``factory``'s system behind one router."""
-    if replicas < 1:
-        raise ValueError("at least one replica")
-
-    def make(clock: Clock) -> SystemUnderTest:
-        if replicas == 1:
-            return factory(clock)
-        return ReplicatedSUT([factory(clock) for _ in range(replicas)], routing)
-
-    return make
