@@ -19,7 +19,7 @@ Each comes in an array form (numpy: summaries, reports, the simulator, compariso
 scalar form for consumers that see one record at a time on the run's event loop (the
 live view, find-peak's stop rule, the per-endpoint table), where a numpy call per record
 would cost more than the formula. Both forms compute the same integers; a property test
-(``tests/unit/test_metric_definitions.py``) holds them equal, and the summary, report,
+(``tests/metrics/test_metric_definitions.py``) holds them equal, and the summary, report,
 live view, endpoint table, reproduce and simulator all call this module.
 """
 

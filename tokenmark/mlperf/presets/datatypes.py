@@ -4,8 +4,8 @@ accuracy targets (frozen dataclasses over read-only mappings)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
@@ -314,6 +314,10 @@ class RoundPreset:
     benchmarks: Mapping[str, BenchmarkPreset]
     excluded: Mapping[str, str]
     aliases: Mapping[str, tuple[str, ...]]
+    #: The packaged rounds that declare a name (set by the loader, which knows the files;
+    #: used only to say where an unknown benchmark is).
+    rounds_declaring: Callable[[str], tuple[str, ...]] | None = field(
+        default=None, compare=False, repr=False)
 
     def __hash__(self) -> int:  # the mappings are unhashable; the round identifies it
         return hash(self.round)
@@ -345,9 +349,8 @@ class RoundPreset:
                 f"benchmark {name!r} of round {self.round} has no tokenmark preset "
                 f"({self.excluded[key]}); choose one of: {', '.join(self.benchmarks)}"
             )
-        from tokenmark.mlperf.presets.lookup import _declares, rounds  # loads the files
-
-        elsewhere = [r for r in rounds() if r != self.round and _declares(r, key)]
+        declaring = self.rounds_declaring(key) if self.rounds_declaring else ()
+        elsewhere = [r for r in declaring if r != self.round]
         where = f" (it is in {', '.join(elsewhere)})" if elsewhere else ""
         raise ConfigError(
             f"unknown benchmark {name!r} in round {self.round}{where}; "

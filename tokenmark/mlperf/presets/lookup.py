@@ -207,6 +207,11 @@ def _parse_file(raw: bytes, source: str, expected_round: str | None) -> RoundPre
         raise ConfigError(
             f"malformed preset {source}: not valid TOML ({exc}); fix the file"
         ) from None
-    return _RoundParser(source).parse(data, expected_round)
+    return replace(_RoundParser(source).parse(data, expected_round),
+                   rounds_declaring=_rounds_declaring)
+
+
+def _rounds_declaring(key: str) -> tuple[str, ...]:
+    return tuple(r for r in rounds() if _declares(r, key))
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.adapters.test_sse import read, reference
 from tests.fixtures.streams import FIXTURES, StreamFixture
-from tests.unit.test_sse import read, reference
 
 
 @pytest.mark.parametrize("fx", FIXTURES, ids=lambda f: f.name)
