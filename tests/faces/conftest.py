@@ -132,7 +132,7 @@ def series_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.scale.support import constant_settings, fixed_dataset, model
     from tokenmark.adapters.inprocess import LatencyModelSUT
     from tokenmark.api.scale import find_peak, scaling_run, sweep
-    from tokenmark.scale.replicas import replicated
+    from tokenmark.api.suts import replicated
 
     root = tmp_path_factory.mktemp("series")
     short = {"min_duration_ms": 20_000}
