@@ -43,10 +43,11 @@ def test_every_command_is_documented_with_an_example_and_help():
             assert "Example:" in res.output, f"{shown} --help has no example"
 
 
-def test_every_run_option_is_mentioned_in_the_reference():
+@pytest.mark.parametrize("command", ["run", "find-peak", "sweep", "scaling-run"])
+def test_every_run_option_is_mentioned_in_the_reference(command):
     import typer.main
 
-    run = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
+    run = typer.main.get_command(app).commands[command]  # type: ignore[attr-defined]
     undocumented = [
         opt for p in run.params for opt in p.opts
         if opt.startswith("--") and opt not in REFERENCE and opt != "--help"

@@ -3,17 +3,13 @@ between, as GuideLLM's sweep) and takes 'run''s target options."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
-from collections.abc import Iterator
 
 import pytest
 from typer.testing import CliRunner
 
 from tokenmark.api.scale import auto_rates
 from tokenmark.cli import app
-from tokenmark.servers.exact import ExactConfig, ExactServer
 
 # every request: 200 prompt tokens, 100 output tokens: TTFT 50 ms + 99 x 10 ms = 1.04 s
 FAST = ["-s", "constant", "--min-duration", "30", "--output-len", "100", "--input-len", "200",
@@ -39,20 +35,6 @@ def test_sweep_without_points_is_automatic(tmp_path):
     rates = [p["value"] for p in pts[2:]]
     assert rates == pytest.approx([sync + (peak - sync) * k / 4 for k in (1, 2, 3)])
     assert all(p["tokenmark_verdict"] == "VALID" for p in pts[2:])
-
-
-@pytest.fixture
-def exact() -> Iterator[ExactServer]:
-    loop = asyncio.new_event_loop()
-    server = ExactServer(ExactConfig(api_key="sweep-secret", record_headers=("x-sweep",)))
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    asyncio.run_coroutine_threadsafe(server.start(), loop).result(10)
-    yield server
-    asyncio.run_coroutine_threadsafe(server.stop(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
-    loop.close()
 
 
 def test_sweep_takes_runs_target_options(exact, tmp_path, monkeypatch):

@@ -6,6 +6,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.workload_support import make_hf_tokenizer
 from tokenmark.dataset import LengthDistribution, SyntheticDataset
@@ -100,3 +102,18 @@ def test_bad_tokenizer_files_are_clear_errors(tmp_path, model_dir, case):
     (folder / "tokenizer_config.json").write_text(json.dumps(cfg))
     with pytest.raises(DatasetError, match="roles must alternate"):
         load_hf_tokenizer(folder).apply_chat_template([Message("user", "x")])
+
+
+_PIECES = ["<s>", "</s>", "<|end|>", "<|user|>", "<|image|>", " the", " quick", "fox", "\n",
+           "\r\n", "  ", "\t", "'s", "'ll", "123", "é", "ß", "日本語", "🙂", "\u200b", "<|",
+           "|>", "<", ">", "é"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_PIECES), st.text(max_size=12)), max_size=60))
+def test_count_is_the_length_of_a_plain_encode(tok, parts):
+    """The client's re-count (``count``, which skips the offsets) equals the plain
+    per-request ``len(encode(text).ids)`` on adversarial text: special-token strings and
+    their halves, CRLF and whitespace runs, contractions, non-ASCII, any unicode."""
+    text = "".join(parts)
+    assert tok.count(text) == len(tok._tok.encode(text, add_special_tokens=False).ids)

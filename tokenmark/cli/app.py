@@ -136,6 +136,17 @@ def with_options(before: OptionGroup = (), after: OptionGroup = ()
     return decorate
 
 
+def pick(group: OptionGroup, *names: str, **defaults: Any) -> OptionGroup:
+    """The options ``names`` of ``group``, in that order: another command shares their one
+    declaration (type, flags, help, panel); ``defaults`` gives a command its own default
+    of an option (by parameter name) instead of the group's."""
+    by_name = {n: (n, a, d) for n, a, d in group}
+    wrong = [n for n in names if n not in by_name] + [n for n in defaults if n not in names]
+    if wrong:
+        raise ValueError(f"pick: {', '.join(wrong)}: not in the group or not picked")
+    return tuple((n, by_name[n][1], defaults.get(n, by_name[n][2])) for n in names)
+
+
 def out() -> Console:
     """The console for results (stdout); off a terminal, wide enough that no table is
     cut (set $COLUMNS to wrap at a width)."""

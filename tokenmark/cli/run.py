@@ -177,10 +177,11 @@ WORKLOAD: OptionGroup = (
 #: The built-in system under test (the run spec's sut group).
 SYSTEM: OptionGroup = (
     ("sut", Annotated[str | None, typer.Option(
-        help="Built-in system under test: emulated (the default without --url: the "
-        "emulated server, started on loopback and benchmarked over HTTP; in-process with "
-        "--virtual-time), latency-model (the default when a --sut-*-ms option is given), "
-        "null, or hf (a real model in-process, --model-dir).")], None),
+        help="Built-in system under test: emulated (the default of run and sweep without "
+        "--url: the emulated server, started on loopback and benchmarked over HTTP; "
+        "in-process with --virtual-time), latency-model (the default of find-peak and "
+        "scaling-run, and when a --sut-*-ms option is given), null, or hf (run: a real "
+        "model in-process, --model-dir).")], None),
     ("accelerator", Annotated[str, typer.Option(
         help="emulated: the accelerator (H200, B200, MI300X, ...; see accelerators.csv).",
         rich_help_panel=EM)], ""),

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from tokenmark.api import scale as scale_api
 from tokenmark.api import suts
-from tokenmark.api.assemble import build_workload
+from tokenmark.api.assemble import build_workload, default_api, prebuild, server_tokenizer
 from tokenmark.api.run import EXIT_INVALID, EXIT_VALID, SutSpec
 from tokenmark.cli.app import (
     OptionGroup,
@@ -27,9 +27,11 @@ from tokenmark.cli.app import (
     err,
     given_flags,
     out,
+    pick,
     with_options,
 )
-from tokenmark.cli.run import store_folder
+from tokenmark.cli.run import LOAD, RUNNING, SYSTEM, WORKLOAD, store_folder
+from tokenmark.cli.run import TARGET as RUN_TARGET
 from tokenmark.clock import Clock
 from tokenmark.config.layering import LayeredSettings
 from tokenmark.dataset import Dataset
@@ -40,47 +42,12 @@ from tokenmark.scale.sweep import parse_points
 from tokenmark.sut import SystemUnderTest
 
 SutFactory = Callable[[Clock], SystemUnderTest]
-ST = "System under test"
 SR = "Search"
 
-# Options every command of this module takes (Typer needs them spelled per command).
-Benchmark = Annotated[str, typer.Option("--benchmark", "-b", help="Benchmark name.")]
-ScenarioOpt = Annotated[str, typer.Option(
-    "--scenario", "-s", help="Server, Interactive, or a pattern: constant, poisson, gamma, "
-    "closed (concurrency sweeps).")]
-RoundOpt = Annotated[str, typer.Option("--round", "-r", help="MLPerf round preset.")]
-Profile = Annotated[str, typer.Option(help="'demo' (short runs) or 'mlperf'.")]
-ConfigOpt = Annotated[Path | None, typer.Option(
-    "--config", "-c", help="TOML file with [run], [settings], [dataset] and [sut] tables.")]
-MinDuration = Annotated[float | None, typer.Option(help="Minimum duration of a run in s.")]
-MinQueries = Annotated[int | None, typer.Option(help="Minimum query count of a run.")]
-TtftMs = Annotated[float | None, typer.Option(help="TTFT limit in ms.")]
-TpotMs = Annotated[float | None, typer.Option(help="TPOT limit in ms.")]
-E2eMs = Annotated[float | None, typer.Option(help="End-to-end latency limit in ms.")]
-Pct = Annotated[float | None, typer.Option(help="Percentile of the limits, in percent.")]
-SendLag = Annotated[float | None, typer.Option(help="Send-lag limit in ms.")]
-DsSize = Annotated[int | None, typer.Option(help="Samples in the synthetic dataset.")]
-InLen = Annotated[str | None, typer.Option(help="Input length distribution.")]
-OutLen = Annotated[str | None, typer.Option(help="Output length distribution.")]
-DsFile = Annotated[Path | None, typer.Option(help="A dataset file (as for 'run').")]
-TokOpt = Annotated[str, typer.Option(help="'builtin' or a tokenizer folder.")]
-SutOpt = Annotated[str, typer.Option(help="latency-model or null (with no --url).",
-                                     rich_help_panel=ST)]
-SutTtft = Annotated[float, typer.Option(help="latency-model: TTFT in ms.", rich_help_panel=ST)]
-SutTpot = Annotated[float, typer.Option(help="latency-model: TPOT in ms.", rich_help_panel=ST)]
-SutBatch = Annotated[int, typer.Option(help="latency-model: requests served at once.",
-                                       rich_help_panel=ST)]
-SutSlope = Annotated[float, typer.Option(help="latency-model: TPOT growth per request.",
-                                         rich_help_panel=ST)]
-Urls = Annotated[list[str] | None, typer.Option(
-    help="OpenAI-compatible endpoint (repeat for replicas).", rich_help_panel=ST)]
-ApiOpt = Annotated[str, typer.Option(help="completions or chat.", rich_help_panel=ST)]
-ModelOpt = Annotated[str, typer.Option(help="Model name.", rich_help_panel=ST)]
-Routing = Annotated[str, typer.Option(help="round-robin or least-in-flight.",
-                                      rich_help_panel=ST)]
-Workers = Annotated[int, typer.Option(help="Client worker processes (HTTP).",
-                                      rich_help_panel=ST)]
-Virtual = Annotated[bool, typer.Option(help="Virtual clock (in-process systems only).")]
+# The options the scale commands share with 'run' are run's own declarations
+# (cli/run.py: one type, flag, help text and panel per option); only the options whose
+# meaning differs here (the parent folder of the runs, index.json, the series' store)
+# are declared below.
 Output = Annotated[Path | None, typer.Option(
     "--output", "-o", help="Parent folder of the runs (default results/<time>-<command>).")]
 JsonOut = Annotated[bool, typer.Option("--json", help="Print index.json to stdout.")]
@@ -89,64 +56,30 @@ StoreDb = Annotated[str | None, typer.Option(
     "$TOKENMARK_DB, else ~/.local/share/tokenmark/results.db).")]
 NoDb = Annotated[bool, typer.Option(
     "--no-db", help="Do not store the series and its runs in the results database.")]
-# sweep: the target options of 'run' (its default target, the emulated server, included)
-SweepSut = Annotated[str, typer.Option(
-    help="emulated (the default: the emulated server, as 'run'), latency-model (the "
-    "default when a --sut-*-ms/--sut-max-batch/--sut-batch-slope option is given) or "
-    "null; with no --url.", rich_help_panel=ST)]
-SweepTtft = Annotated[float | None, typer.Option(
-    "--sut-ttft-ms", help="latency-model: TTFT in ms (default 50).", rich_help_panel=ST)]
-SweepTpot = Annotated[float | None, typer.Option(
-    "--sut-tpot-ms", help="latency-model: TPOT in ms (default 10).", rich_help_panel=ST)]
-SweepBatch = Annotated[int | None, typer.Option(
-    "--sut-max-batch", help="latency-model: requests served at once (default: all).",
-    rich_help_panel=ST)]
-SweepSlope = Annotated[float | None, typer.Option(
-    "--sut-batch-slope", help="latency-model: TPOT growth per request (default 0).",
-    rich_help_panel=ST)]
-SweepAccel = Annotated[str, typer.Option(
-    help="emulated: the accelerator (default H200).", rich_help_panel=ST)]
-MaxTokens = Annotated[int, typer.Option(
-    help="max_tokens of every request (0: each sample's output length).",
-    rich_help_panel=ST)]
-IgnoreEos = Annotated[bool, typer.Option(
-    help="Send ignore_eos (generate the full output length).", rich_help_panel=ST)]
-Header = Annotated[list[str] | None, typer.Option(
-    help="An extra header 'Name: value' (repeatable).", rich_help_panel=ST)]
-ApiKeyEnv = Annotated[str, typer.Option(
-    help="Environment variable holding the API key (never logged).", rich_help_panel=ST)]
 
+_LATENCY_MODEL = ("sut_ttft_ms", "sut_tpot_ms", "sut_max_batch", "sut_batch_slope")
 
-#: The options every scale command opens with (as 'run' names them).
-HEAD: OptionGroup = (
-    ("benchmark", Benchmark, ""), ("scenario", ScenarioOpt, ""), ("round_", RoundOpt, ""),
-    ("profile", Profile, ""), ("config", ConfigOpt, None))
-#: The settings, workload and target options find-peak and scaling-run share.
-LIMITS: OptionGroup = (
-    ("min_duration", MinDuration, None), ("min_queries", MinQueries, None),
-    ("ttft_ms", TtftMs, None), ("tpot_ms", TpotMs, None), ("e2e_ms", E2eMs, None),
-    ("percentile", Pct, None), ("send_lag_limit_ms", SendLag, None),
-    ("dataset_size", DsSize, None), ("input_len", InLen, None),
-    ("output_len", OutLen, None), ("dataset", DsFile, None), ("tokenizer", TokOpt, "builtin"))
-#: find-peak and scaling-run: the latency model unless --url.
-SEARCH_SUT: OptionGroup = (
-    ("sut", SutOpt, "latency-model"), ("sut_ttft_ms", SutTtft, 50.0),
-    ("sut_tpot_ms", SutTpot, 10.0), ("sut_max_batch", SutBatch, 0),
-    ("sut_batch_slope", SutSlope, 0.0))
-#: sweep: the emulated server (as 'run') unless a latency-model option or --url.
-SWEEP_SUT: OptionGroup = (
-    ("sut", SweepSut, ""), ("sut_ttft_ms", SweepTtft, None), ("sut_tpot_ms", SweepTpot, None),
-    ("sut_max_batch", SweepBatch, None), ("sut_batch_slope", SweepSlope, None),
-    ("accelerator", SweepAccel, ""))
-TARGET: OptionGroup = (
-    ("url", Urls, None), ("api", ApiOpt, "completions"), ("model", ModelOpt, ""))
-SWEEP_TARGET: OptionGroup = (
-    ("max_tokens", MaxTokens, 0), ("ignore_eos", IgnoreEos, False), ("header", Header, None),
-    ("api_key_env", ApiKeyEnv, "OPENAI_API_KEY"))
-TAIL: OptionGroup = (
-    ("routing", Routing, "round-robin"), ("workers", Workers, 0),
-    ("virtual_time", Virtual, False), ("output", Output, None), ("json_out", JsonOut, False),
-    ("db", StoreDb, None), ("no_db", NoDb, False))
+#: The options every scale command opens with (run's).
+HEAD: OptionGroup = pick(LOAD, "benchmark", "scenario", "round_", "profile", "config")
+#: The settings and workload options every scale command takes (run's).
+LIMITS: OptionGroup = pick(
+    LOAD, "min_duration", "min_queries", "ttft_ms", "tpot_ms", "e2e_ms", "percentile",
+    "send_lag_limit_ms") + pick(
+    WORKLOAD, "dataset_size", "input_len", "output_len", "dataset", "dataset_format",
+    "columns", "tokenizer")
+#: find-peak and scaling-run: run's system options, the latency model by default.
+SEARCH_SUT: OptionGroup = pick(SYSTEM, "sut", *_LATENCY_MODEL, sut="latency-model",
+                               sut_ttft_ms=50.0, sut_tpot_ms=10.0, sut_max_batch=0,
+                               sut_batch_slope=0.0)
+#: sweep: run's system options and defaults (the emulated server unless a latency-model
+#: option or --url).
+SWEEP_SUT: OptionGroup = pick(SYSTEM, "sut", *_LATENCY_MODEL, "accelerator")
+#: run's HTTP target options the scale commands honour.
+TARGET: OptionGroup = pick(RUN_TARGET, "url", "api", "model", "max_tokens", "ignore_eos",
+                           "header", "api_key_env")
+TAIL: OptionGroup = pick(RUN_TARGET, "routing", "workers") + pick(RUNNING, "virtual_time") + (
+    ("output", Output, None), ("json_out", JsonOut, False), ("db", StoreDb, None),
+    ("no_db", NoDb, False))
 
 
 @dataclass
@@ -173,8 +106,18 @@ def _setup(o: dict[str, Any], *, default_scenario: str = "Server",
     rs = rs.with_load(scenario=rs.load.scenario or default_scenario,
                       concurrency=concurrency)
     layered = rs.settings()
-    workload = build_workload(rs.dataset, layered)
-    return _Setup(layered, workload.dataset, suts.replicas_of(rs, layered))
+    served = None  # --tokenizer server: the HTTP target's own tokenizer, as 'run'
+    if rs.dataset.tokenizer == "server" and rs.target.urls:
+        served = server_tokenizer(suts.http_config(rs))
+    try:
+        workload = build_workload(rs.dataset, layered, served)
+        if served is not None:
+            prebuild(workload.dataset)
+    finally:
+        if served is not None:
+            served.close()
+    api = default_api(rs.target.api, rs.dataset, layered.preset.name)  # as 'run'
+    return _Setup(layered, workload.dataset, suts.replicas_of(rs, layered, api=api))
 
 
 def _out(output: Path | None, command: str, layered: LayeredSettings) -> Path:
@@ -261,7 +204,7 @@ def _show_probe(p: scale_api.Probe) -> None:
 
 
 @app.command()
-@with_options(HEAD, LIMITS + SWEEP_SUT + TARGET + SWEEP_TARGET + TAIL)
+@with_options(HEAD, LIMITS + SWEEP_SUT + TARGET + TAIL)
 def sweep(
     ctx: typer.Context,
     rates: Annotated[str, typer.Option(
