@@ -130,6 +130,7 @@ class _ShardWorker:
         self.t0_local = 0
         self.full = False
         self.runner: Runner | None = None
+        self._loading: Runner | None = None  # made and loaded by load(), run by run()
         self.system: Any = None
         self.dataset: Dataset | None = None
         self.done = False
@@ -152,16 +153,26 @@ class _ShardWorker:
         await self.system.start()
         return {"name": self.system.name, "describe": self.system.describe()}
 
+    def _runner(self, shard: Schedule, max_concurrency: int, drain_timeout_ns: int) -> Runner:
+        assert self.dataset is not None
+        return Runner(shard, self.dataset, self.system, self.clock, consumers=[self._keep],
+                      max_concurrency=max_concurrency, drain_timeout_ns=drain_timeout_ns)
+
+    def load(self, shard: Schedule, max_concurrency: int, drain_timeout_ns: int) -> None:
+        """LoadGen's ``LoadSamplesToRam`` for this worker's shard (its prompts built),
+        before the driver picks the common start time."""
+        self._loading = self._runner(shard, max_concurrency, drain_timeout_ns)
+        self._loading.load()
+
     async def run(self, shard: Schedule, t0_local: int, max_concurrency: int,
                   drain_timeout_ns: int, positions: np.ndarray,
                   full: bool) -> dict[str, Any]:
-        assert self.dataset is not None
         self.positions = positions.tolist()
         self.t0_local = t0_local
         self.full = full
-        runner = Runner(shard, self.dataset, self.system, self.clock,
-                        consumers=[self._keep], max_concurrency=max_concurrency,
-                        drain_timeout_ns=drain_timeout_ns)
+        runner = self._loading
+        if runner is None:
+            runner = self._runner(shard, max_concurrency, drain_timeout_ns)
         self.runner = runner
         await self.clock.sleep_until(t0_local)
         self.cpu0 = time.process_time()
@@ -393,10 +404,12 @@ class RayDriver:
         self._sync = [await self._measure(a, h.get("boot_id") == same_boot)
                       for a, h in zip(self._actors, self._hello, strict=True)]
         positions = [np.arange(k, len(schedule), w, dtype=np.int64) for k in range(w)]
+        cap = math.ceil(eff.max_concurrency / w) if eff.max_concurrency else 0
+        await asyncio.gather(*(a.load.remote(_slice(schedule, positions[k]), cap, 0)
+                               for k, a in enumerate(self._actors)))
         now = MonotonicClock().now_ns
         rtt = max(2 * s.uncertainty_ns for s in self._sync)
         self.t0 = t0 = now() + _START_LEAD_NS + 4 * rtt
-        cap = math.ceil(eff.max_concurrency / w) if eff.max_concurrency else 0
         # Consumers and sinks that take a packed batch get one; the rest get records.
         bulk = [f for f in (_bulk(c) for c in consumers) if f is not None]
         each = [c for c in consumers if _bulk(c) is None]

@@ -258,6 +258,7 @@ class Runner:
         self.t0 = 0
         self._pending: dict[int, _Pending] = {}
         self._loaded: dict[int, Sample] = {}  # samples built before a real-time run
+        self._samples_loaded = False
         self._slot_waiters: list[asyncio.Future[None]] = []
         self._idle: asyncio.Future[None] | None = None
         self._stop = asyncio.Event()
@@ -316,8 +317,16 @@ class Runner:
                 break
             self._loaded[i] = sample
 
+    def load(self) -> None:
+        """Build the samples before the clock starts (:meth:`_load_samples`); :meth:`run`
+        does it when the caller has not (a distributed worker loads before the driver
+        picks the common start time)."""
+        if not self._samples_loaded:
+            self._load_samples()
+            self._samples_loaded = True
+
     async def run(self) -> RunOutcome:
-        self._load_samples()
+        self.load()
         flusher = asyncio.ensure_future(self._flush_loop())
         self.t0 = self.clock.now_ns()
         ran_out = False
