@@ -158,9 +158,10 @@ class _ShardWorker:
         return Runner(shard, self.dataset, self.system, self.clock, consumers=[self._keep],
                       max_concurrency=max_concurrency, drain_timeout_ns=drain_timeout_ns)
 
-    def load(self, shard: Schedule, max_concurrency: int, drain_timeout_ns: int) -> None:
+    async def load(self, shard: Schedule, max_concurrency: int, drain_timeout_ns: int) -> None:
         """LoadGen's ``LoadSamplesToRam`` for this worker's shard (its prompts built),
-        before the driver picks the common start time."""
+        before the driver picks the common start time. Async, so that the runner is made
+        on the actor's event-loop thread, whose send gate the HTTP client reads."""
         self._loading = self._runner(shard, max_concurrency, drain_timeout_ns)
         self._loading.load()
 
@@ -170,7 +171,7 @@ class _ShardWorker:
         self.positions = positions.tolist()
         self.t0_local = t0_local
         self.full = full
-        runner = self._loading
+        runner, self._loading = self._loading, None
         if runner is None:
             runner = self._runner(shard, max_concurrency, drain_timeout_ns)
         self.runner = runner
