@@ -10,7 +10,13 @@ records. This module is the one place that imports ``mlperf_loadgen`` (the optio
 How the two meet:
 
 - LoadGen's QSL is the tokenmark dataset (``ConstructQSL(len(dataset), performance count)``;
-  loading and unloading are no-ops: samples are built on demand).
+  samples are built on demand). Loading waits until LoadGen's log thread has written the
+  loaded set (:class:`_LoadedSetLogged`): LoadGen 6.0.17's ``LoadSamplesToRam`` hands that
+  thread a lambda holding the set *by reference*, and a test that ends within the thread's
+  10 ms poll (an in-process SUT that answers at once) frees the set before the lambda runs;
+  the lambda then reads freed memory and the process dies of a segmentation fault (seen in
+  gdb: ``ArgValueTransform`` in ``Logger::IOThread`` while ``StartTest`` is in
+  ``StopLogging``). Waiting costs one poll (~10 ms) per load, before LoadGen's clock.
 - LoadGen's ``IssueQuery`` arrives on LoadGen's own thread; each sample becomes a
   :class:`~tokenmark.records.Query` handed to the SUT on tokenmark's event loop
   (``call_soon_threadsafe``), with a response handle that reports back to LoadGen:
@@ -42,6 +48,7 @@ import array
 import asyncio
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -79,6 +86,51 @@ INSTALL_HINT = "pip install 'tokenmark[loadgen]' (mlcommons-loadgen)"
 AUDIT_CONFIG_FILE = "audit.config"
 #: What LoadGen is pointed at when there is no audit: a name that never exists.
 _NO_AUDIT = "tokenmark-no-audit.config"
+#: What LoadGen's detail log says of each loaded set (MLPerf's log format; the old text form).
+_LOADED_SET_KEYS = (b'"loaded_qsl_set"', b"Loading QSL")
+
+
+class _LoadedSetLogged:
+    """LoadGen's QSL ``load`` callback: returns once LoadGen's log thread has written the
+    set just loaded to ``mlperf_log_detail.txt`` (see the module docstring), at most
+    ``timeout_s`` later. Reads only what the log gained since the last look."""
+
+    def __init__(self, detail_log: Path, timeout_s: float = 5.0, poll_s: float = 0.002) -> None:
+        self.path = detail_log
+        self.timeout_s = timeout_s
+        self.poll_s = poll_s
+        self.loads = 0
+        self.seen = 0
+        self._offset = 0
+        self._tail = b""
+
+    def _count_new(self) -> None:
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except OSError:
+            return
+        self._offset += len(data)
+        text = self._tail + data
+        cut = max(len(k) for k in _LOADED_SET_KEYS) - 1
+        # a key is counted where it ends inside the new bytes, so none is counted twice
+        for key in _LOADED_SET_KEYS:
+            start = 0
+            while (i := text.find(key, start)) >= 0:
+                if i + len(key) > len(self._tail):
+                    self.seen += 1
+                start = i + 1
+        self._tail = text[-cut:] if cut else b""
+
+    def __call__(self, _indices: Any) -> None:
+        self.loads += 1
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            self._count_new()
+            if self.seen >= self.loads or time.monotonic() >= deadline:
+                return
+            time.sleep(self.poll_s)
 
 RecordConsumer = Callable[[RequestRecord], None]
 
@@ -443,7 +495,7 @@ async def run_official(
                      bool(getattr(ts, "use_token_latencies", True)))
     perf_count = performance_sample_count or len(dataset)
     qsl = lg.ConstructQSL(len(dataset), min(perf_count, len(dataset)),
-                          lambda _ids: None, lambda _ids: None)
+                          _LoadedSetLogged(log_dir / "mlperf_log_detail.txt"), lambda _ids: None)
     lsut = lg.ConstructSUT(bridge.issue_query, bridge.flush_queries)
     flusher = asyncio.ensure_future(_flush_sinks(sinks))
     audit = log_dir / AUDIT_CONFIG_FILE if request.audit_config else log_dir / _NO_AUDIT
