@@ -18,8 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 import tokenmark.adapters.openai_target as openai_target
-import tokenmark.api.assemble as assemble
-import tokenmark.api.run as api
+import tokenmark.api.launch as launch
 import tokenmark.cli.run  # registers `run`
 import tokenmark.cli.scale as cli_scale
 from tokenmark.cli.app import app
@@ -79,7 +78,7 @@ DATASET = [
                          ids=[d[2] for d in DATASET])
 def test_a_dataset_flag_beats_the_file_and_the_file_beats_the_default(
         tmp_path, monkeypatch, flag, line, attr, flag_value, file_value):
-    got = _capture(monkeypatch, assemble, "build_workload")
+    got = _capture(monkeypatch, launch, "build_workload")
     cfg = _toml(tmp_path, f"[dataset]\n{line}\n")
     _invoke(["run", "--config", str(cfg), *flag])
     assert getattr(got["obj"], attr) == flag_value
@@ -138,7 +137,7 @@ def test_run_and_settings_flags_beat_the_file(tmp_path, monkeypatch, table, flag
         got.append(seen(layered))
         raise _Stop
 
-    monkeypatch.setattr(assemble, "build_workload", stand_in)
+    monkeypatch.setattr(launch, "build_workload", stand_in)
     cfg = _toml(tmp_path, table + "\n")
     _invoke(["run", "--config", str(cfg), *flag])
     _invoke(["run", "--config", str(cfg)])
@@ -152,7 +151,7 @@ def test_a_zero_sut_flag_beats_the_file(tmp_path, monkeypatch):
         seen["spec"] = spec
         raise _Stop
 
-    monkeypatch.setattr(api, "run_benchmark", stand_in)
+    monkeypatch.setattr(launch, "run_benchmark", stand_in)
     cfg = _toml(tmp_path, '[sut]\nkind = "latency-model"\nttft_ms = 80.0\nmax_batch = 4\n')
     base = ["run", "--config", str(cfg), "--dataset-size", "8", "--no-db", "-o",
             str(tmp_path / "out")]
