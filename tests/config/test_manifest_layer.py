@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import tokenmark.cli.run  # registers `run`
+import tokenmark.cli.run  # noqa: F401  (registers `run`)
+from tests.config.run_params import kind as kind_of
+from tests.config.run_params import run_params
 from tokenmark.cli.app import app
 from tokenmark.config.layering import LayeredSettings, build_settings
 from tokenmark.config.runspec import SAMPLING, RunSpec, WorkloadSpec, _field_of
@@ -122,17 +124,11 @@ def _run(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> tuple[RunSpec, Any
     return got[0]
 
 
-def _params() -> dict[str, Any]:
-    import typer.main
-
-    return {p.name: p for p in typer.main.get_command(app).commands["run"].params}
-
-
 def _manifest_fields() -> dict[str, tuple[str, str]]:
     """The options of `run` a manifest also sets, other than the settings flags: the
     workload options and what every request carries."""
     out = {}
-    for name in _params():
+    for name in run_params():
         where = _field_of(name)
         if where is None or name in SETTINGS_FLAGS:
             continue
@@ -162,34 +158,23 @@ def test_the_options_a_manifest_sets_are_all_covered():
     # settings flags --seed and --dataset-size) and the trace's block size
     assert workload | {"seed", "size", "trace_block_tokens"} == {
         f.name for f in dataclasses.fields(WorkloadSpec)}
-    assert set(SETTINGS_FLAGS) <= set(_params())
+    assert set(SETTINGS_FLAGS) <= set(run_params())
 
 
 @pytest.mark.parametrize("name", sorted(SETTINGS_FLAGS))
 def test_every_settings_flag_beats_the_manifest(monkeypatch, manifest, name):
     path, layered = manifest
     value, holds = SETTINGS_FLAGS[name]
-    opt = _params()[name].opts[0]
+    opt = run_params()[name].opts[0]
     _, settings = _run(monkeypatch, ["--manifest", str(path), opt, value])
     assert holds(settings)
     assert not holds(layered.settings)  # the manifest recorded another value
 
 
-def _kind(name: str) -> type:
-    """The Python type of `run`'s parameter (its annotation, None stripped)."""
-    import types
-
-    hint = typing.get_type_hints(tokenmark.cli.run.run, include_extras=True)[name]
-    base = typing.get_args(hint)[0]
-    if isinstance(base, types.UnionType):
-        base = next(a for a in typing.get_args(base) if a is not type(None))
-    return typing.get_origin(base) or base
-
-
 def _flag_args(param: Any) -> tuple[Any, list[str]]:
     """The flag given at its default where it has one (it must still beat the manifest),
     else at a value of its type; the value the spec then holds."""
-    default, kind = param.default, _kind(param.name)
+    default, kind = param.default, kind_of(param.name)
     if kind is bool:
         if not param.secondary_opts:  # an on-only flag: given, it is on
             return True, [param.opts[0]]
@@ -208,7 +193,7 @@ def _flag_args(param: Any) -> tuple[Any, list[str]]:
 def test_every_workload_and_sampling_flag_beats_the_manifest(monkeypatch, manifest, name):
     path, _ = manifest
     group, attr = _manifest_fields()[name]
-    value, args = _flag_args(_params()[name])
+    value, args = _flag_args(run_params()[name])
     spec, _ = _run(monkeypatch, ["--manifest", str(path), *args])
     seen = getattr(getattr(spec, group), attr)
     seen = str(seen) if isinstance(seen, Path) else seen
