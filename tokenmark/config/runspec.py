@@ -20,6 +20,9 @@ a flag the user gave beats the TOML file's key, even a falsy one; a flag left at
 default gives way to the file; neither gives the default. :data:`TOML_KEYS` says which
 option each file key sets. The ``[settings]`` table and ``user.conf`` are layered under
 the flags by :func:`~tokenmark.config.layering.build_settings` (:meth:`RunSpec.settings`).
+A workload manifest (``--manifest``, :meth:`RunSpec.with_manifest`) is one more layer, in
+place of the defaults: the recorded settings, seeds, workload and sampling, each beaten
+by the same option given (a flag, a file's key, user.conf, a profile).
 """
 
 from __future__ import annotations
