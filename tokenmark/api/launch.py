@@ -89,10 +89,17 @@ class Launch:
     def run(self, *, progress: ProgressFn | None = None,
             record_consumers: Sequence[Callable[[RequestRecord], None]] = (),
             watchers: Sequence[RunWatcher] = ()) -> RunResult:
-        """Run it and write the results folder; ``watchers`` add to the run's own."""
+        """Run it and write the results folder. ``progress``, ``record_consumers`` and
+        ``watchers`` (added to the run's own) watch tokenmark's load generator; the
+        official LoadGen (``spec.load.loadgen == "official"``) takes none."""
         ld, ds = self.spec.load, self.spec.dataset
         if self.official:
             from tokenmark.api.submission import run_official_loadgen
+
+            if progress is not None or record_consumers or watchers:
+                raise ConfigError("the official LoadGen takes no progress, record "
+                                  "consumers or watchers; drop them, or run with "
+                                  "loadgen 'tokenmark'")
 
             result = run_official_loadgen(self.layered, self.workload.dataset, self.sut,
                                           self.output_dir, find_peak=ld.find_peak,
