@@ -79,14 +79,18 @@ def test_renamed_names_keep_their_old_name_in_their_module() -> None:
         assert old not in api.__all__
 
 
-def test_the_references_python_example_runs(tmp_path, monkeypatch) -> None:
-    """docs/reference.md's Python API example, as written (virtual time, demo profile)."""
+def test_the_references_python_examples_run(tmp_path, monkeypatch) -> None:
+    """docs/reference.md's Python API examples, as written (virtual time): the run spec
+    through run_spec, and the layers by hand."""
     text = (ROOT / "docs" / "reference.md").read_text()
-    code = text.split("## Python API", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    section = text.split("## Python API", 1)[1].split("\n## ", 1)[0]
+    blocks = [b.split("```", 1)[0] for b in section.split("```python\n")[1:]]
+    assert len(blocks) == 2
     monkeypatch.chdir(tmp_path)
-    env: dict[str, object] = {}
-    exec(compile(code, "reference.md", "exec"), env)  # noqa: S102
-    result = env["result"]
-    assert (tmp_path / "results" / "api" / "results.json").is_file()
-    assert result.exit_code in (0, 1)  # type: ignore[attr-defined]  (VALID or INVALID)
-    assert result.summary.completed > 0  # type: ignore[attr-defined]
+    for code, folder in zip(blocks, ("spec", "api"), strict=True):
+        env: dict[str, object] = {}
+        exec(compile(code, "reference.md", "exec"), env)  # noqa: S102
+        result = env["result"]
+        assert (tmp_path / "results" / folder / "results.json").is_file()
+        assert result.exit_code in (0, 1)  # type: ignore[attr-defined]  (VALID or INVALID)
+        assert result.summary.completed > 0  # type: ignore[attr-defined]

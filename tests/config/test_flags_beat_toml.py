@@ -18,10 +18,11 @@ import pytest
 from typer.testing import CliRunner
 
 import tokenmark.adapters.openai_target as openai_target
-import tokenmark.api.assemble as assemble
-import tokenmark.api.run as api
-import tokenmark.cli.run  # registers `run`
+import tokenmark.api.launch as launch
+import tokenmark.cli.run  # noqa: F401  (registers `run`)
 import tokenmark.cli.scale as cli_scale
+from tests.config.run_params import kind as kind_of
+from tests.config.run_params import run_params
 from tokenmark.cli.app import app
 from tokenmark.config.layering import FlagsOverFile
 from tokenmark.config.runspec import TOML_KEYS, RunSpec
@@ -79,7 +80,7 @@ DATASET = [
                          ids=[d[2] for d in DATASET])
 def test_a_dataset_flag_beats_the_file_and_the_file_beats_the_default(
         tmp_path, monkeypatch, flag, line, attr, flag_value, file_value):
-    got = _capture(monkeypatch, assemble, "build_workload")
+    got = _capture(monkeypatch, launch, "build_workload")
     cfg = _toml(tmp_path, f"[dataset]\n{line}\n")
     _invoke(["run", "--config", str(cfg), *flag])
     assert getattr(got["obj"], attr) == flag_value
@@ -138,7 +139,7 @@ def test_run_and_settings_flags_beat_the_file(tmp_path, monkeypatch, table, flag
         got.append(seen(layered))
         raise _Stop
 
-    monkeypatch.setattr(assemble, "build_workload", stand_in)
+    monkeypatch.setattr(launch, "build_workload", stand_in)
     cfg = _toml(tmp_path, table + "\n")
     _invoke(["run", "--config", str(cfg), *flag])
     _invoke(["run", "--config", str(cfg)])
@@ -152,7 +153,7 @@ def test_a_zero_sut_flag_beats_the_file(tmp_path, monkeypatch):
         seen["spec"] = spec
         raise _Stop
 
-    monkeypatch.setattr(api, "run_benchmark", stand_in)
+    monkeypatch.setattr(launch, "run_benchmark", stand_in)
     cfg = _toml(tmp_path, '[sut]\nkind = "latency-model"\nttft_ms = 80.0\nmax_batch = 4\n')
     base = ["run", "--config", str(cfg), "--dataset-size", "8", "--no-db", "-o",
             str(tmp_path / "out")]
@@ -185,31 +186,11 @@ def test_flags_over_file_by_hand():
 
 # -- every option of `run` that a TOML file can set (issue 20 item 1) ----------------------
 
-def _run_params():
-    import typer.main
-
-    from tokenmark.cli import app as _registered  # noqa: F401  (registers every command)
-
-    return {p.name: p for p in typer.main.get_command(app).commands["run"].params}
-
-
-def _kind(name: str) -> type:
-    """The Python type of `run`'s parameter (its annotation, None stripped)."""
-    import types
-    import typing
-
-    hint = typing.get_type_hints(tokenmark.cli.run.run, include_extras=True)[name]
-    base = typing.get_args(hint)[0]
-    if isinstance(base, types.UnionType):
-        base = next(a for a in typing.get_args(base) if a is not type(None))
-    return typing.get_origin(base) or base
-
-
 def _samples(param, default):
     """(the value given on the command line, its args, the file's value as TOML text and
     as parsed): the flag's value is its default where it has one (a flag given at its
     default must still beat the file), and differs from the file's."""
-    kind = _kind(param.name)
+    kind = kind_of(param.name)
     if kind is bool:
         flag = param.opts[0] if default else param.secondary_opts[0]
         return bool(default), [flag], str(not default).lower(), not default
@@ -243,7 +224,7 @@ def _norm(value: Any) -> Any:
 
 
 def test_every_toml_key_names_an_option_of_run():
-    params = _run_params()
+    params = run_params()
     assert set(TOML_KEYS) <= set(params), set(TOML_KEYS) - set(params)
     assert len(TOML_KEYS) >= 45
 
@@ -252,7 +233,7 @@ def test_every_toml_key_names_an_option_of_run():
 def test_every_run_flag_beats_its_toml_key_and_the_key_beats_the_default(
         tmp_path, monkeypatch, name):
     """Through the real command line: the spec `run` builds from `--config` and the flag."""
-    param = _run_params()[name]
+    param = run_params()[name]
     table, key = TOML_KEYS[name]
     flag_value, args, file_text, file_value = _samples(param, param.default)
     cfg = _toml(tmp_path, f"[{table}]\n{key} = {file_text}\n")
@@ -275,21 +256,13 @@ def test_every_run_flag_beats_its_toml_key_and_the_key_beats_the_default(
                         name)) == _norm(file_value)
 
 
-def _params(command: str):
-    import typer.main
-
-    from tokenmark.cli import app as _registered  # noqa: F401  (registers every command)
-
-    return {p.name: p for p in typer.main.get_command(app).commands[command].params}
-
-
 @pytest.mark.parametrize("command", ["find-peak", "sweep", "scaling-run"])
 def test_the_scale_commands_build_the_same_spec_as_run(tmp_path, monkeypatch, command):
     """Every option a scale command shares with `run` (same name) lands in the same field
     of the run spec, and each that a TOML file can set beats the file's key there."""
     from tokenmark.cli.scale import _OWN
 
-    run, own = _params("run"), _params(command)
+    run, own = run_params(), run_params(command)
     shared = sorted(n for n in own if n in run and n not in _OWN)
     assert {"benchmark", "scenario", "config", "dataset", "input_len", "url", "api",
             "model", "routing", "workers", "tokenizer"} <= set(shared)

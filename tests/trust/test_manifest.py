@@ -84,12 +84,36 @@ def test_changed_dataset_file_is_a_clear_error(cli, tmp_path):
     assert not (tmp_path / "b").exists()  # nothing half-written
 
 
-def test_edited_manifest_and_conflicting_flags_are_refused(cli, tmp_path):
+def test_a_flag_beats_the_manifest_and_the_run_is_then_not_a_rerun(cli, tmp_path):
+    """Issue 20: the manifest stands where the defaults stand; a flag the user gives beats
+    it (before, --manifest refused every settings or workload flag). A flag that restates
+    the recorded value keeps the run a re-run."""
+    code, out = cli(*RUN, "--seed", "7", "-o", tmp_path / "a")
+    assert code == 0, out
+    m = load_manifest(tmp_path / "a")
+    rerun = ("run", "--manifest", tmp_path / "a", "--sut", "latency-model",
+             "--virtual-time", "--no-db")
+    code, out = cli(*rerun, "--qps", "200", "--dataset-size", "64", "-o", tmp_path / "same")
+    assert code == 0, out
+    same = json.loads((tmp_path / "same" / "results.json").read_text())["manifest"]
+    assert same["sha256"] == m.sha256 and same["reran_from"] == m.source
+    assert "not a re-run" not in out
+
+    code, out = cli(*rerun, "--qps", "100", "-o", tmp_path / "x")
+    assert code == 0, out
+    assert "not a re-run of" in out and "target_qps 100.0 (recorded 200.0)" in out
+    doc = json.loads((tmp_path / "x" / "results.json").read_text())
+    assert doc["settings"]["effective"]["target_qps"] == 100.0
+    assert doc["manifest"]["sha256"] != m.sha256 and doc["manifest"]["reran_from"] == ""
+    mx = load_manifest(tmp_path / "x")
+    # what the flag did not change is the manifest's: the seeds and the workload
+    assert mx.settings.seeds == m.settings.seeds == Seeds(7, 8, 9)
+    assert mx.spec == m.spec and mx.content["dataset"] == m.content["dataset"]
+
+
+def test_edited_or_missing_manifest_is_refused(cli, tmp_path):
     code, out = cli(*RUN, "-o", tmp_path / "a")
     assert code == 0, out
-    code, out = cli("run", "--manifest", tmp_path / "a", "--qps", "5", "--no-db",
-                    "-o", tmp_path / "x")
-    assert code == 2 and "--manifest fixes the workload and settings; drop --qps" in out
     p = tmp_path / "a" / "manifest.json"
     doc = json.loads(p.read_text())
     doc["content"]["settings"]["target_qps"] = 400.0

@@ -1,7 +1,8 @@
 """The Python entry points, one module per command family; the CLI is a thin layer over them.
 
 - :mod:`tokenmark.api.run`: one benchmark run (``tokenmark run``);
-  :mod:`tokenmark.api.launch`: a run from a :class:`RunSpec` (the options of ``run``);
+  :mod:`tokenmark.api.launch`: a run from a :class:`RunSpec` (``tokenmark run`` itself:
+  :func:`prepare` and :meth:`Launch.run`, or :func:`run_spec`);
   :mod:`tokenmark.api.suts`: choosing and building the system under test;
 - :mod:`tokenmark.api.assemble`: the workload and the HTTP system under test of a run;
 - :mod:`tokenmark.api.scale`: runs of many runs (``find-peak``, ``sweep``, ``scaling-run``);
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
         score_results,
         serve_hf,
     )
-    from tokenmark.api.launch import RunSpec, run_spec
+    from tokenmark.api.launch import Launch, Notice, RunSpec, prepare, run_spec
     from tokenmark.api.results import (
         DbStatus,
         ImportReport,
@@ -118,7 +119,7 @@ _FROM: dict[str, tuple[str, ...]] = {
             "EXIT_VALID", "EmulatedTarget", "RunResult", "RunWatcher", "SutSpec",
             "default_dataset", "make_sut", "run_benchmark"),
     "assemble": ("Workload", "WorkloadSpec", "build_workload", "http_sut_factory"),
-    "launch": ("RunSpec", "run_spec"),
+    "launch": ("Launch", "Notice", "RunSpec", "prepare", "run_spec"),
     "scale": ("PeakResult", "ScalingResult", "SweepResult", "find_peak", "scaling_run",
               "sweep"),
     "simulation": ("SimulationResult", "fit_perf_model", "simulate", "simulate_scaling"),
@@ -147,6 +148,8 @@ __all__ = [
     "DbStatus",
     "EmulatedTarget",
     "ImportReport",
+    "Launch",
+    "Notice",
     "PeakResult",
     "Plan",
     "RefreshReport",
@@ -186,6 +189,7 @@ __all__ = [
     "make_sut",
     "own_audit",
     "package_submission",
+    "prepare",
     "published_table",
     "refresh_published",
     "regression_gate",

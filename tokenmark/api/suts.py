@@ -316,11 +316,9 @@ def builtin_spec(spec: RunSpec, layered: LayeredSettings, *, api: str = "complet
 
 def from_spec(spec: RunSpec, layered: LayeredSettings, *, api: str = "completions",
               keep_text: bool = False,
-              adjust: Callable[[OpenAIConfig], OpenAIConfig] | None = None,
               ) -> tuple[SutSpec | SutFactory, OpenAIConfig | None]:
     """The system under test ``spec`` names, and its HTTP client's configuration (checked
-    against the target: one clear line on failure) when it is an HTTP target. ``adjust``
-    changes that configuration before the check (a manifest's sampling)."""
+    against the target: one clear line on failure) when it is an HTTP target."""
     if spec.sut.chosen == "hf" and not spec.target.urls:
         return hf_sut_factory(Path(spec.sut.model_dir or "")), None
     if not spec.target.urls:
@@ -328,10 +326,7 @@ def from_spec(spec: RunSpec, layered: LayeredSettings, *, api: str = "completion
     from tokenmark.adapters.openai_target import check_target
 
     conc = layered.settings.concurrency or layered.settings.max_concurrency or 0
-    cfg = http_config(spec, preconnect=conc, keep_text=keep_text, api=api)
-    if adjust is not None:
-        cfg = adjust(cfg)
-    cfg = check_target(cfg)
+    cfg = check_target(http_config(spec, preconnect=conc, keep_text=keep_text, api=api))
     return http_sut_factory(cfg, workers=spec.target.workers, check=False), cfg
 
 

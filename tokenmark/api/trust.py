@@ -3,8 +3,9 @@
 - :func:`run_watchers`: what a run records beside its records: the workload manifest and
   issued-request hash, the environment fingerprint, the client monitor, the server's
   Prometheus metrics, and the client-capacity check.
-- :func:`load_plan` / :func:`check_workload`: re-run a manifest (``tokenmark run
-  --manifest``): settings and workload rebuilt from it, every file and fingerprint checked.
+- :func:`apply_manifest` / :func:`load_plan` / :func:`check_workload`: re-run a manifest
+  (``tokenmark run --manifest``): settings and workload rebuilt from it (the options the
+  user gives beat it), every file and fingerprint checked.
 - :func:`calibrate_client`: what this client sustains (cached per machine).
 - :func:`make_keys`, :func:`bundle_run`, :func:`verify_bundle`: signed result bundles,
   with the signer recorded in the results database.
@@ -32,9 +33,10 @@ from tokenmark.adapters.openai_target import (
 )
 from tokenmark.api.assemble import WorkloadSpec, build_workload, http_sut_factory
 from tokenmark.api.run import RunResult, RunWatcher, run_benchmark
-from tokenmark.config.layering import LayeredSettings
+from tokenmark.config.layering import LayeredSettings, Pinned
+from tokenmark.config.runspec import RELOCATABLE, ManifestLayer, RunSpec, TrustOptions
 from tokenmark.dataset import Dataset
-from tokenmark.errors import BadInputError, ConfigError
+from tokenmark.errors import BadInputError, ConfigError, DatasetError
 from tokenmark.metrics.summary import Summary
 from tokenmark.mlperf.rules import Finding
 from tokenmark.mlperf.scenarios import Schedule
@@ -72,11 +74,13 @@ __all__ = [
     "Plan",
     "Reproduced",
     "Signed",
+    "apply_manifest",
     "bundle_run",
     "calibrate_client",
     "check_workload",
     "load_plan",
     "make_keys",
+    "manifest_layer",
     "regression_gate",
     "reproduce",
     "run_watchers",
@@ -100,23 +104,73 @@ class Plan:
     sampling: Sampling | None
 
 
+def manifest_layer(path: Path) -> tuple[Manifest, ManifestLayer]:
+    """Read a manifest (or a results folder holding one) and its hash: the layer
+    :meth:`RunSpec.with_manifest <tokenmark.config.runspec.RunSpec.with_manifest>` puts
+    over a spec."""
+    m = load_manifest(path)
+    spec_d = m.spec
+    names = {f.name for f in dataclasses.fields(WorkloadSpec)}
+    unknown = sorted(set(spec_d) - names)
+    if unknown:
+        raise ConfigError(f"{m.source}: unknown workload options {', '.join(unknown)}; run "
+                          f"it with the tokenmark version that wrote it ({m.written_by})")
+    sampling = m.sampling
+    return m, ManifestLayer(
+        Pinned(m.settings, f"the manifest {m.source}", m.sha256), spec_d,
+        None if sampling is None else dataclasses.asdict(sampling))
+
+
+def apply_manifest(spec: RunSpec) -> tuple[RunSpec, Manifest | None, list[str]]:
+    """``spec`` over its manifest (``spec.trust.manifest``; none: unchanged, None, []):
+    :meth:`RunSpec.with_manifest`, the manifest's files that the user did not replace
+    found (a moved one beside the manifest) and checked (one that changed is a
+    DatasetError naming it), and one line for each file option the user gave that is not
+    the manifest's (another file, or the same path with other content): with
+    :meth:`RunSpec.manifest_changes`, what makes the run not a re-run."""
+    if spec.trust.manifest is None:
+        return spec, None, []
+    m, layer = manifest_layer(spec.trust.manifest)
+    spec = spec.with_manifest(layer)
+    given = {role for role in RELOCATABLE if spec.is_given("dataset", role)}
+    wl = m.content["workload"]
+    files: Mapping[str, Any] = wl.get("files", {})
+
+    def only(keep: bool) -> Manifest:
+        return Manifest({**m.content, "workload": {**wl, "files": {
+            k: v for k, v in files.items() if (k.split("/", 1)[0] in given) == keep}}},
+            source=m.source)
+
+    found = check_files(only(False), {f.name: getattr(spec.dataset, f.name)
+                                      for f in dataclasses.fields(WorkloadSpec)})
+    changed: list[str] = []
+    hashed = {k.split("/", 1)[0] for k in files}
+    for role in sorted(given - hashed):
+        if found[role] != layer.workload.get(role, getattr(WorkloadSpec(), role)):
+            changed.append(f"--{role.replace('_', '-')} {found[role]} (recorded "
+                           f"{layer.workload.get(role)})")
+    if given & hashed:
+        try:
+            check_files(only(True), found)
+        except DatasetError as e:
+            changed.append(str(e).split(";")[0])
+    return dataclasses.replace(spec, dataset=WorkloadSpec(**found)), m, changed
+
+
 def load_plan(path: Path, *, relocate: Mapping[str, Path] | None = None) -> Plan:
     """Read a manifest (or a results folder holding one) and check the files it names.
 
     ``relocate`` gives new paths for files that moved (``dataset``, ``trace``,
     ``chat_template_file``, ``image_dir``, ``tokenizer``); their content is still checked.
     """
-    m = load_manifest(path)
-    spec_d = m.spec
-    for role, p in (relocate or {}).items():
-        spec_d[role] = str(p) if role == "tokenizer" else Path(p)
-    spec_d = check_files(m, spec_d)
-    names = {f.name for f in dataclasses.fields(WorkloadSpec)}
-    unknown = sorted(set(spec_d) - names)
-    if unknown:
-        raise ConfigError(f"{m.source}: unknown workload options {', '.join(unknown)}; run "
-                          f"it with the tokenmark version that wrote it ({m.written_by})")
-    return Plan(m, m.layered(), WorkloadSpec(**spec_d), m.sampling)
+    moved: dict[str, Any] = {role: str(p) if role == "tokenizer" else Path(p)
+             for role, p in (relocate or {}).items()}
+    spec, m, changed = apply_manifest(RunSpec(dataset=WorkloadSpec(**moved),
+                                              trust=TrustOptions(manifest=path)))
+    assert m is not None
+    if changed:
+        raise DatasetError(f"{changed[0]}; relocate the file the manifest was made from")
+    return Plan(m, spec.settings(), spec.dataset, m.sampling)
 
 
 def check_workload(plan: Plan, dataset: Dataset) -> None:

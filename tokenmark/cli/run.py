@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -27,7 +25,7 @@ from tokenmark.cli.app import (
 )
 from tokenmark.cli.app import out as stdout
 from tokenmark.cli.progress import ProgressMode
-from tokenmark.errors import EXIT_INTERRUPTED, BadInputError, ConfigError
+from tokenmark.errors import EXIT_INTERRUPTED, BadInputError
 
 # Everything else loads where it is used: `tokenmark run` imports only the run path before
 # its first request (no results store, SQLAlchemy, pydantic, report, packaging or
@@ -36,7 +34,6 @@ if TYPE_CHECKING:
     from tokenmark.api.run import InterruptGuard, RunResult
     from tokenmark.metrics.stats import Distribution
     from tokenmark.mlperf.rules import Verdict
-    from tokenmark.mlperf.settings import TestSettings
 
 WL = "Workload"
 TG = "HTTP target"
@@ -56,7 +53,7 @@ LOAD: OptionGroup = (
         help="'demo' (short run, labelled as not MLPerf-length) or 'mlperf'.")], ""),
     ("config", Annotated[Path | None, typer.Option(
         "--config", "-c", help="TOML file with [run], [settings], [dataset], [sut] and "
-        "[target] tables.")], None),
+        "[target] tables. A flag you give beats its key.")], None),
     ("user_conf", Annotated[Path | None, typer.Option(
         help="An MLPerf user.conf (model.scenario.key = value).")], None),
     ("qps", Annotated[float | None, typer.Option(
@@ -332,7 +329,10 @@ RUNNING: OptionGroup = (
 TRUST: OptionGroup = (
     ("manifest", Annotated[Path | None, typer.Option(
         help="Re-run a workload manifest (a manifest.json or the results folder holding "
-        "it): the identical request stream, its files and fingerprints checked first.",
+        "it): the identical request stream, its files and fingerprints checked first. It "
+        "stands in for the defaults: an option you give (a flag, --config, --user-conf, "
+        "--profile) beats it, and the run is then not a re-run (a warning names the "
+        "changes).",
         rich_help_panel="Trust")], None),
     ("calibrate", Annotated[bool, typer.Option(
         help="HTTP targets: check the planned load against this client's measured "
@@ -359,165 +359,73 @@ TRUST: OptionGroup = (
 def run(ctx: typer.Context, **options: Any) -> None:
     """Run a benchmark and judge it: the MLPerf verdict and the tokenmark verdict.
 
+    Settings, later winning: the round's preset (or a --manifest's recorded run) <
+    --profile < --config file < --user-conf < the flags you give.
+
     Example: tokenmark run --benchmark llama3.1-8b --scenario Server --profile demo --qps 30
     """
-    from tokenmark.api import suts
-    from tokenmark.api.assemble import build_workload, default_api, prebuild, server_tokenizer
-    from tokenmark.api.run import InterruptGuard, run_benchmark
+    from tokenmark.api.launch import prepare
+    from tokenmark.api.run import InterruptGuard
     from tokenmark.cli.progress import progress_view
-    from tokenmark.cli.trust import manifest_plan, run_watchers
-    from tokenmark.compliance.audit import apply_audit, audit_for
     from tokenmark.config.layering import DEMO_MAX_OUTPUT_TOKENS
     from tokenmark.config.runspec import RunSpec
-    from tokenmark.mlperf.settings import Mode, effective
-    from tokenmark.sources.hf_tokenizer import load_hf_tokenizer
 
     try:
         check_numbers(ctx.params)
-        # the one translation of flags (and the --config file under them) into a run spec
+        # the one translation of flags (and the --config file under them) into a run spec;
+        # everything else (a manifest, an audit, the official LoadGen, the watchers) is
+        # tokenmark.api.launch's, as for a Python caller
         rs = RunSpec.from_options(options, given_flags(ctx), config=options["config"])
+        launch = prepare(rs)
     except BadInputError as e:
         raise bad_input(e) from None
-    ld, out_opts, trust = rs.load, rs.output, rs.trust
-    audit, loadgen, quiet, json_out = ld.audit, ld.loadgen, out_opts.quiet, out_opts.json
-    try:
-        layered = rs.settings()
-        if audit is not None and loadgen != "official":  # LoadGen applies its audit.config
-            layered = replace(layered, settings=apply_audit(layered.settings,
-                                                            audit_for(audit)))
-        plan = manifest_plan(ctx, trust.manifest)
-        if plan is not None:
-            layered = plan.layered
-        logs_outputs = layered.settings.mode is Mode.ACCURACY or audit is not None
-        spec_w = rs.dataset if plan is None else plan.spec
-        if plan is not None:
-            rs = replace(rs, dataset=spec_w)
-        tg = rs.target
-        served_tok = None
-        if spec_w.tokenizer == "server" and tg.urls:
-            served_tok = server_tokenizer(suts.http_config(rs))
-        api = default_api(tg.api, spec_w, layered.preset.name)
-        workload = build_workload(spec_w, layered, served_tok)
-        if served_tok is not None:
-            n_built = prebuild(workload.dataset)
-            if not quiet and not json_out:
-                err.print(f"{n_built} prompts built with the server's tokenizer "
-                          f"({served_tok.name}, {served_tok.round_trips} round trips)",
-                          highlight=False)
-            served_tok.close()
-        effective(layered.settings, len(workload.dataset))  # bad settings fail before any output
-        if tg.urls and logs_outputs and spec_w.tokenizer in ("builtin", "server"):
-            raise ConfigError("logging outputs of an HTTP target needs the model's "
-                              "tokenizer to turn text into token ids; give --tokenizer PATH")
-        sampling = plan.sampling if plan is not None else None
-        spec, cfg = suts.from_spec(rs, layered, api=api, keep_text=logs_outputs,
-                                   adjust=None if sampling is None else sampling.apply)
-        if cfg is not None and spec_w.tokenizer == "builtin" \
-                and not cfg.served_by.startswith("tokenmark/") and not quiet and not json_out:
-            from tokenmark.adapters.openai_target import http_name
-
-            err.print(f"[yellow]warning:[/] prompts are measured with tokenmark's built-in "
-                      f"word tokenizer, not the model's: {http_name(cfg)} will count "
-                      "other lengths (often several times more tokens). Give the "
-                      "model's tokenizer with --tokenizer PATH, or --tokenizer server.",
-                      soft_wrap=True, highlight=False)
-        driver = None
-        if ld.distributed or ld.ray_address:
-            from tokenmark.api.scale import distributed_driver
-
-            driver = distributed_driver(ld.distributed, ld.ray_address, ld.ray_workers)
-        eff_scenario = layered.settings.scenario
-        out_dir = out_opts.output or Path("results") / (
-            f"{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{layered.preset.name}-"
-            f"{eff_scenario.value}"
-        )
-    except BadInputError as e:
-        raise bad_input(e) from None
-
+    quiet, json_out = rs.output.quiet, rs.output.json
+    settings, size = launch.layered.settings, launch.dataset_size
     show = not quiet and not json_out
-    if show and layered.settings.profile == "demo":
+    if show and settings.profile == "demo":
         err.print(
             "[yellow]demo profile:[/] a short run judged by LoadGen's rules, "
             f"not an MLPerf-length run (outputs capped at {DEMO_MAX_OUTPUT_TOKENS} tokens). "
             "Results are unverified."
         )
-    if show:
-        _warn_length(layered.settings, len(workload.dataset))
-    view = progress_view(layered.settings, len(workload.dataset), quiet=quiet,
-                         json_out=json_out, mode=ProgressMode(out_opts.progress),
-                         console=err)
+    for notice in launch.notices:
+        if notice.level == "warning" and show:
+            err.print(f"[yellow]warning:[/] {escape(notice.text)}", soft_wrap=True,
+                      highlight=False)
+        elif show or (notice.level == "info" and not json_out):
+            err.print(notice.text, soft_wrap=True, highlight=False)
+    view = progress_view(settings, size, quiet=quiet, json_out=json_out,
+                         mode=ProgressMode(rs.output.progress), console=err)
     # From the run on, no Ctrl-C loses the results: the first stops the run, the results
     # are written; one that arrives while the report is written skips the report.
     guard = InterruptGuard(on_stop=lambda: err.print(
         "[yellow]stopping (Ctrl-C):[/] writing the results of what was measured",
         highlight=False))
     try:
-        trace_plan = None
-        if workload.trace_offsets_ns is not None and workload.trace_samples is not None:
-            trace_plan = (workload.trace_offsets_ns, workload.trace_samples)
-        encode = None
-        if logs_outputs and spec_w.tokenizer != "builtin":
-            encode = load_hf_tokenizer(spec_w.tokenizer).encode
-        if loadgen not in ("tokenmark", "official"):
-            raise ConfigError(f"unknown --loadgen {loadgen!r}; choose tokenmark or official")
-        if ld.find_peak and loadgen != "official":
-            raise ConfigError("--find-peak is LoadGen's FindPeakPerformance: add "
-                              "--loadgen official")
-        if loadgen == "official":
-            if ld.virtual_time or trace_plan is not None:
-                raise ConfigError("--loadgen official runs in real time, without "
-                                  "--virtual-time or --trace")
-            from tokenmark.api.submission import run_official_loadgen
-
-            result = run_official_loadgen(layered, workload.dataset, spec, out_dir,
-                                          find_peak=ld.find_peak, audit=audit)
+        if launch.official:
+            result = launch.run()
             ctx.with_resource(guard)  # during LoadGen's own run Ctrl-C ends it as before
         else:
             ctx.with_resource(guard)
-            watchers = run_watchers(
-                layered, spec_w, workload, cfg, plan,
-                virtual_time=ld.virtual_time, watch=trust.client_watch,
-                calibrate=trust.calibrate, client_share=trust.client_share,
-                allow_overload=trust.allow_client_overload, workers=rs.target.workers,
-                metrics_interval=trust.metrics_interval)
             with view:
-                result = run_benchmark(
-                    layered, workload.dataset, spec, out_dir, virtual_time=ld.virtual_time,
+                result = launch.run(
                     progress=view.update if view.active else None,
-                    record_consumers=[view.consume] if view.active else (), trace=trace_plan,
-                    encode=encode, driver=driver, watchers=watchers)
-        if audit is not None and audit.upper() in ("TEST06", "TEST09") and (
-                out_dir / "mlperf_log_accuracy.json").is_file():
-            from tokenmark.api.correctness import audit_results
-
-            verdict = audit_results(audit, out_dir)
-            err.print(f"{verdict.test}: {'PASS' if verdict.passed else 'FAIL'} "
-                      f"({verdict.folder})", highlight=False)
+                    record_consumers=[view.consume] if view.active else ())
+        if launch.audit is not None:
+            v = launch.audit
+            err.print(f"{v.test}: {'PASS' if v.passed else 'FAIL'} ({v.folder})",
+                      highlight=False)
     except BadInputError as e:
         raise bad_input(e) from None
     _print_result(result, quiet=quiet, json_out=json_out)
     _write_report(result, quiet=quiet or json_out, guard=guard)
     _write_csv(result)
-    if not out_opts.no_db:
-        _store(result, out_opts.db, quiet=quiet or json_out)
+    if not rs.output.no_db:
+        _store(result, rs.output.db, quiet=quiet or json_out)
     if result.exit_code == EXIT_INTERRUPTED:
         err.print(f"interrupted (Ctrl-C): the run stopped early and is INVALID; what it "
                   f"measured is in {result.output_dir}", highlight=False, soft_wrap=True)
     raise typer.Exit(result.exit_code)
-
-
-def _warn_length(settings: TestSettings, dataset_size: int) -> None:
-    """Warn when LoadGen's rules make the run much longer than asked (issue 27)."""
-    from tokenmark.mlperf.scenarios import build_schedule, length_note
-    from tokenmark.mlperf.settings import effective
-
-    try:
-        eff = effective(settings, dataset_size)
-        note = length_note(eff, build_schedule(eff, dataset_size))
-    except BadInputError:
-        return  # the run itself reports it
-    if note is not None:
-        err.print(f"[yellow]warning:[/] {note.message()}", soft_wrap=True, highlight=False)
 
 
 def _write_report(result: RunResult, *, quiet: bool, guard: InterruptGuard) -> None:

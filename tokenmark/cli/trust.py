@@ -1,7 +1,7 @@
 """``tokenmark keys``, ``bundle``, ``verify``, ``calibrate``, ``reproduce`` and ``gate``, and
-what ``tokenmark run`` (``--manifest``, calibration options) and ``tokenmark compare``
-(two folders or ``--max-regression``: the gate under its old name) take from
-:mod:`tokenmark.api.trust`.
+what ``tokenmark compare`` (two folders or ``--max-regression``: the gate under its old
+name) takes from :mod:`tokenmark.api.trust` (``tokenmark run --manifest`` and its
+calibration go through :mod:`tokenmark.api.launch`).
 
 Registered on the shared Typer app by importing this module.
 """
@@ -16,70 +16,12 @@ from rich.table import Table
 
 from tokenmark.adapters.openai_target import OpenAIConfig
 from tokenmark.api import trust as trust_api
-from tokenmark.api.assemble import Workload, WorkloadSpec
-from tokenmark.api.run import EXIT_BAD_INPUT, EXIT_INVALID, EXIT_VALID, RunWatcher
+from tokenmark.api.run import EXIT_BAD_INPUT, EXIT_INVALID, EXIT_VALID
 from tokenmark.cli.app import app, bad_input, check_numbers, err, out
-from tokenmark.config.layering import LayeredSettings
-from tokenmark.errors import BadInputError, ConfigError
+from tokenmark.errors import BadInputError
 from tokenmark.trust.compare import Delta, parse_share, worse_by
 
-__all__ = ["bundle", "calibrate", "gate", "keys", "manifest_plan", "regression_gate",
-           "reproduce", "run_watchers", "verify"]
-
-#: ``tokenmark run`` options that may go with ``--manifest`` (where and how to send,
-#: where results go); every other workload or settings option is fixed by the manifest.
-MANIFEST_COMPATIBLE = frozenset({
-    "manifest", "url", "api_key_env", "header", "ca_file", "verify_tls", "connect_timeout",
-    "first_token_timeout", "request_timeout", "pool_size", "preconnect", "spare_connections",
-    "routing",
-    "model_check", "workers", "output", "db", "no_db", "quiet", "json_out",
-    "progress_mode", "sut", "sut_ttft_ms", "sut_tpot_ms", "sut_max_batch",
-    "sut_batch_slope", "virtual_time", "dataset", "trace", "tokenizer", "image_dir",
-    "chat_template_file", "calibrate", "client_share", "allow_client_overload",
-    "client_watch", "metrics_interval", "accelerator", "precision", "tp", "replicas",
-    "accelerators", "model_dir", "distributed", "ray_address", "ray_workers", "loadgen",
-    "model",
-})
-_RELOCATABLE = ("dataset", "trace", "tokenizer", "image_dir", "chat_template_file")
-
-
-def manifest_plan(ctx: typer.Context, manifest: Path | None) -> trust_api.Plan | None:
-    """The plan of ``run --manifest``; refuses options the manifest fixes."""
-    if manifest is None:
-        return None
-    given = [name for name in ctx.params
-             if getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"]
-    fixed = sorted(n for n in given if n not in MANIFEST_COMPATIBLE)
-    if fixed:
-        flags = ", ".join("--" + n.rstrip("_").replace("_", "-") for n in fixed)
-        raise ConfigError(f"--manifest fixes the workload and settings; drop {flags}")
-    relocate: dict[str, Any] = {}
-    for name in _RELOCATABLE:
-        if name in given and ctx.params.get(name) is not None:
-            relocate[name] = ctx.params[name]
-    return trust_api.load_plan(manifest, relocate=relocate)
-
-
-def run_watchers(
-    layered: LayeredSettings, spec: WorkloadSpec, workload: Workload,
-    target: OpenAIConfig | None, plan: trust_api.Plan | None, *, virtual_time: bool,
-    watch: bool, calibrate: bool, client_share: float, allow_overload: bool,
-    workers: int, metrics_interval: float,
-) -> list[RunWatcher]:
-    """What ``tokenmark run`` records beside its records (see trust_api.run_watchers)."""
-    capacity = None
-    if calibrate and target is not None:
-        capacity, was_cached = trust_api.calibrate_client(workers=workers)
-        err.print(f"client capacity{' (cached)' if was_cached else ''}: "
-                  f"{capacity.requests_per_s:,.0f} requests/s, "
-                  f"{capacity.tokens_per_s:,.0f} tokens/s", highlight=False)
-    real = not virtual_time
-    return trust_api.run_watchers(
-        layered, spec, workload.dataset, target=target, plan=plan,
-        monitor=real and watch, environment=real and watch, metrics=real and watch,
-        metrics_interval_s=metrics_interval, capacity=capacity, max_share=client_share,
-        allow_overload=allow_overload)
-
+__all__ = ["bundle", "calibrate", "gate", "keys", "regression_gate", "reproduce", "verify"]
 
 # -- keys, bundles ----------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ __all__ = [
     "FlagsOverFile",
     "Layer",
     "LayeredSettings",
+    "Pinned",
     "build_settings",
     "default_scenario",
     "parse_user_conf",
@@ -117,6 +118,17 @@ class LayeredSettings:
 
     def layers_json(self) -> list[dict[str, Any]]:
         return [{"layer": layer.name, "values": layer.values} for layer in self.layers]
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """Settings a workload manifest recorded (``tokenmark run --manifest``): the base of
+    the layering in place of the round's preset; every later layer (profile, file,
+    user.conf, flags, seeds) beats them as it beats the preset."""
+
+    settings: TestSettings
+    name: str  # e.g. "the manifest results/x/manifest.json"
+    sha256: str = ""
 
 
 def _coerce(key: str, value: Any, where: str) -> Any:
@@ -405,23 +417,36 @@ def build_settings(
     user_conf: Path | None = None,
     overrides: Mapping[str, Any] | None = None,
     seeds: Seeds | None = None,
+    pinned: Pinned | None = None,
 ) -> LayeredSettings:
-    """Layer the settings of one run; every bad input raises :class:`ConfigError`."""
-    preset, implied = resolve(round_name, benchmark)
-    sc = scenario or implied
-    if sc is None:
-        choices = ", ".join(s.value for s in preset.scenarios)
-        raise ConfigError(
-            f"no scenario given for {preset.name}; choose one of: {choices} "
-            "(or a tokenmark pattern: constant, poisson, gamma, closed)"
-        )
-    if sc.is_mlperf:
-        base = mlperf_settings(round_name, preset.name, sc)
-        layer0 = f"preset {preset.round}/{preset.name}/{sc.value}"
+    """Layer the settings of one run; every bad input raises :class:`ConfigError`.
+
+    The layers, each beating the ones before: the round's preset (or ``pinned``, a
+    manifest's recorded settings, in its place: ``round_name``, ``benchmark`` and
+    ``scenario`` are then the manifest's) < ``profile`` < the file's [settings] <
+    ``user_conf`` < ``overrides`` (the flags) < ``seeds``."""
+    if pinned is not None:
+        base = pinned.settings
+        preset, _ = resolve(base.round, base.benchmark)
+        sc = base.scenario
+        layers = [Layer(f"manifest {pinned.sha256[:16]}", {"manifest_sha256": pinned.sha256})]
     else:
-        base = _own_pattern_base(round_name, preset.name, sc)
-        layer0 = f"preset {preset.round}/{preset.name} (dataset facts only; {sc.value} pattern)"
-    layers = [Layer(layer0, {})]
+        preset, implied = resolve(round_name, benchmark)
+        picked = scenario or implied
+        if picked is None:
+            choices = ", ".join(s.value for s in preset.scenarios)
+            raise ConfigError(
+                f"no scenario given for {preset.name}; choose one of: {choices} "
+                "(or a tokenmark pattern: constant, poisson, gamma, closed)"
+            )
+        sc = picked
+        if sc.is_mlperf:
+            base = mlperf_settings(round_name, preset.name, sc)
+            layers = [Layer(f"preset {preset.round}/{preset.name}/{sc.value}", {})]
+        else:
+            base = _own_pattern_base(round_name, preset.name, sc)
+            layers = [Layer(f"preset {preset.round}/{preset.name} (dataset facts only; "
+                            f"{sc.value} pattern)", {})]
     settings = base
     if profile:
         if profile not in PROFILES:

@@ -20,18 +20,22 @@ a flag the user gave beats the TOML file's key, even a falsy one; a flag left at
 default gives way to the file; neither gives the default. :data:`TOML_KEYS` says which
 option each file key sets. The ``[settings]`` table and ``user.conf`` are layered under
 the flags by :func:`~tokenmark.config.layering.build_settings` (:meth:`RunSpec.settings`).
+A workload manifest (``--manifest``, :meth:`RunSpec.with_manifest`) is one more layer, in
+place of the defaults: the recorded settings, seeds, workload and sampling, each beaten
+by the same option given (a flag, a file's key, user.conf, a profile).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from tokenmark.config.layering import (
     FlagsOverFile,
     LayeredSettings,
+    Pinned,
     build_settings,
     default_scenario,
     read_toml,
@@ -39,8 +43,8 @@ from tokenmark.config.layering import (
 from tokenmark.errors import ConfigError
 from tokenmark.mlperf.settings import Scenario, Seeds
 
-__all__ = ["TOML_KEYS", "LoadOptions", "OutputOptions", "RunSpec", "SutOptions",
-           "TargetOptions", "TrustOptions", "WorkloadSpec", "headers"]
+__all__ = ["TOML_KEYS", "LoadOptions", "ManifestLayer", "OutputOptions", "RunSpec",
+           "SutOptions", "TargetOptions", "TrustOptions", "WorkloadSpec", "headers"]
 
 
 @dataclass(frozen=True)
@@ -279,6 +283,40 @@ def _value(name: str, value: Any) -> Any:
     return value
 
 
+#: Workload options that name files: one given with a manifest is the same workload when
+#: its content hashes as the manifest's file did (a file that moved), checked by
+#: :func:`tokenmark.api.trust.apply_manifest`.
+RELOCATABLE = ("dataset", "trace", "tokenizer", "image_dir", "chat_template_file")
+#: What every request carries besides its prompt (the manifest's ``sampling``): target
+#: options a manifest records. The model name is where to send, like the URL: the
+#: manifest's is used only when none is given, and a different one keeps a re-run.
+SAMPLING = ("api", "stream", "include_usage", "max_tokens", "ignore_eos", "temperature",
+            "extra_body")
+_FLAG_OF = {"fmt": "--format", "size": "--dataset-size", "seed": "--seed",
+            "input_lengths": "--input-len", "output_lengths": "--output-len",
+            "prefix_tokens": "--prefix-len", "system_tokens": "--system-len",
+            "skip_long": "--skip-long-prompts", "round": "--round", "kind": "--sut",
+            "urls": "--url", "headers": "--header"}
+
+
+def flag_of(name: str) -> str:
+    """The CLI flag of a spec field (named in errors)."""
+    return _FLAG_OF.get(name, "--" + name.replace("_", "-"))
+
+
+@dataclass(frozen=True)
+class ManifestLayer:
+    """What a workload manifest records (``tokenmark run --manifest``), read by
+    :func:`tokenmark.api.trust.manifest_layer`: the settings exactly as the recorded run
+    used them, its workload options (:class:`WorkloadSpec` fields) and what every request
+    carried (``sampling``, None for a built-in system). In a spec's layering it stands
+    where the defaults stand: everything the user gives beats it."""
+
+    pinned: Pinned
+    workload: Mapping[str, Any]
+    sampling: Mapping[str, Any] | None = None
+
+
 def headers(lines: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     """``Name: value`` lines as (name, value) pairs; a bad line is a ConfigError."""
     out = []
@@ -304,6 +342,23 @@ class RunSpec:
     #: The --config file and its tables (its [settings] table is layered by settings()).
     config: Path | None = None
     file: Mapping[str, Any] = field(default_factory=dict)
+    #: The fields ("group.field") the user gave, by a flag or a file (:meth:`from_options`):
+    #: with a manifest, a field given beats the manifest's even at its default value.
+    #: None (a spec built in Python): the fields off their defaults count as given.
+    given: frozenset[str] | None = None
+    #: The manifest layer (:meth:`with_manifest`): the recorded run's settings, workload
+    #: and sampling, in place of the defaults.
+    manifest: ManifestLayer | None = None
+
+    def __post_init__(self) -> None:
+        # built in Python: the load's seed and dataset size give the workload's when it
+        # gives none, as they do on the command line (from_options)
+        ld, ds = self.load, self.dataset
+        if self.given is None and ((ld.seed is not None and ds.seed == 0) or (
+                ld.dataset_size is not None and ds.size is None)):
+            object.__setattr__(self, "dataset", replace(
+                ds, seed=ld.seed if ld.seed is not None and ds.seed == 0 else ds.seed,
+                size=ds.size if ds.size is not None else ld.dataset_size))
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], given: frozenset[str] = frozenset(),
@@ -319,6 +374,7 @@ class RunSpec:
         tables = {t: FlagsOverFile(file.get(t, {}), given) for t in
                   ("run", "dataset", "sut", "target")}
         values: dict[str, dict[str, Any]] = {g: {} for g in _GROUPS}
+        set_by_user: set[str] = set()
         # a file's key for an option the caller does not pass still applies
         absent = {name: None for name, (table, key) in TOML_KEYS.items()
                   if name not in options and key in file.get(table, {})}
@@ -330,6 +386,10 @@ class RunSpec:
             if name in TOML_KEYS and name != "dataset_size":
                 table, key = TOML_KEYS[name]
                 value = tables[table](name, value, key)
+                if key in file.get(table, {}):
+                    set_by_user.add(f"{where[0]}.{where[1]}")
+            if name in given:
+                set_by_user.add(f"{where[0]}.{where[1]}")
             values[where[0]][where[1]] = _value(name, value)
         # the file's [target] headers add to the flags'
         extra = tuple(file.get("target", {}).get("headers", ()))
@@ -346,6 +406,10 @@ class RunSpec:
         ds["size"] = FlagsOverFile(file.get("dataset", {}), given)(
             "dataset_size", load.get("dataset_size"), "size")
         ds["seed"] = load.get("seed") or 0
+        if "dataset_size" in given or "size" in file.get("dataset", {}):
+            set_by_user.add("dataset.size")
+        if "seed" in given:
+            set_by_user.add("dataset.seed")
         for key in ("turns",):
             if key in ds:
                 ds[key] = str(ds[key])
@@ -356,12 +420,23 @@ class RunSpec:
         groups = {g: _GROUPS[g](**{k: v for k, v in values[g].items() if v is not None
                                    or _nullable(_GROUPS[g], k)})
                   for g in _GROUPS}
-        return cls(**groups, config=config, file=file)
+        return cls(**groups, config=config, file=file, given=frozenset(set_by_user))
 
     def settings(self) -> LayeredSettings:
-        """The run's settings: the round's preset < profile < the file's [settings] <
-        user.conf < the flags (see :func:`~tokenmark.config.layering.build_settings`)."""
+        """The run's settings: the round's preset (or a manifest's recorded settings,
+        :meth:`with_manifest`) < profile < the file's [settings] < user.conf < the flags
+        (see :func:`~tokenmark.config.layering.build_settings`)."""
         ld = self.load
+        seeds = None
+        if ld.seed is not None:
+            seeds = Seeds(qsl=ld.seed, sample_index=ld.seed + 1, schedule=ld.seed + 2)
+        if self.manifest is not None:
+            pinned = self.manifest.pinned
+            return build_settings(ld.round, ld.benchmark, pinned.settings.scenario,
+                                  profile=ld.profile, toml=dict(self.file),
+                                  toml_name=str(self.config or ""), user_conf=ld.user_conf,
+                                  overrides=self._overrides(pinned.settings.scenario),
+                                  seeds=seeds, pinned=pinned)
         sc = Scenario.parse(ld.scenario) if ld.scenario else None
         if self.dataset.trace is not None:
             if sc not in (None, Scenario.TRACE):
@@ -370,6 +445,14 @@ class RunSpec:
             sc = Scenario.TRACE
         if sc is None:
             sc = default_scenario(ld.round, ld.benchmark)
+        return build_settings(ld.round, ld.benchmark, sc, profile=ld.profile,
+                              toml=dict(self.file), toml_name=str(self.config or ""),
+                              user_conf=ld.user_conf, overrides=self._overrides(sc),
+                              seeds=seeds)
+
+    def _overrides(self, sc: Scenario | None) -> dict[str, Any]:
+        """The settings the load options give (None: not given)."""
+        ld = self.load
         overrides: dict[str, Any] = {
             "min_duration_ms": _ms(ld.min_duration),
             "max_duration_ms": _ms(ld.max_duration),
@@ -395,12 +478,78 @@ class RunSpec:
                 ld.qps
         if ld.mode is not None:
             overrides["mode"] = ld.mode
-        seeds = None
-        if ld.seed is not None:
-            seeds = Seeds(qsl=ld.seed, sample_index=ld.seed + 1, schedule=ld.seed + 2)
-        return build_settings(ld.round, ld.benchmark, sc, profile=ld.profile,
-                              toml=dict(self.file), toml_name=str(self.config or ""),
-                              user_conf=ld.user_conf, overrides=overrides, seeds=seeds)
+        return overrides
+
+    def is_given(self, group: str, name: str) -> bool:
+        """Whether the user gave ``group.name`` (a flag or a file; in a spec built in
+        Python, a field off its default)."""
+        if self.given is not None:
+            return f"{group}.{name}" in self.given
+        f = next(f for f in fields(_GROUPS[group]) if f.name == name)
+        default = f.default if f.default_factory is MISSING else f.default_factory()
+        return bool(getattr(getattr(self, group), name) != default)
+
+    def with_manifest(self, layer: ManifestLayer) -> RunSpec:
+        """This spec over a manifest: the manifest stands where the defaults stand, so
+        every option the user gave (a flag, a ``--config`` file, user.conf, a profile)
+        beats the recorded one, and every option not given takes the recorded value:
+        the workload options, the sampling (:data:`SAMPLING`; the model when none is
+        given) and, in :meth:`settings`, the test settings and seeds. The benchmark, the
+        round and the scenario are what the manifest recorded; another one given is a
+        ConfigError (the recorded settings are another benchmark's). What the manifest
+        does not record (the target's URLs and connections, the system under test, where
+        results go, how the load is driven) is the spec's. :meth:`manifest_changes` says
+        what the user's options changed."""
+        name = layer.pinned.name
+        s = layer.pinned.settings
+
+        def other(what: str, mine: Any, recorded: Any) -> ConfigError:
+            return ConfigError(f"{what} {mine!r} is not {name}'s {recorded!r}: a manifest "
+                               "re-runs one benchmark and scenario; drop it, or drop "
+                               "--manifest to run another")
+
+        ld = self.load
+        if self.is_given("load", "benchmark"):
+            from tokenmark.mlperf.presets import resolve
+
+            if resolve(ld.round or s.round, ld.benchmark)[0].name != s.benchmark:
+                raise other("--benchmark", ld.benchmark, s.benchmark)
+        if self.is_given("load", "round") and ld.round != s.round:
+            raise other("--round", ld.round, s.round)
+        if self.is_given("load", "scenario") and Scenario.parse(ld.scenario) != s.scenario:
+            raise other("--scenario", ld.scenario, s.scenario.value)
+        workload = {f.name: getattr(self.dataset, f.name) if self.is_given("dataset", f.name)
+                    else layer.workload.get(f.name, f.default) for f in fields(WorkloadSpec)}
+        target = self.target
+        if layer.sampling is not None:
+            sampled: dict[str, Any] = {key: layer.sampling.get(key) for key in SAMPLING
+                       if not self.is_given("target", key)}
+            if not self.is_given("target", "model"):
+                sampled["model"] = layer.sampling.get("model", "")
+            target = replace(target, **sampled)
+        load = replace(ld, benchmark=s.benchmark, round=s.round, scenario=s.scenario.value)
+        return replace(self, load=load, dataset=WorkloadSpec(**workload), target=target,
+                       manifest=layer)
+
+    def manifest_changes(self, layered: LayeredSettings) -> list[str]:
+        """What this spec's own options change of its manifest's (:meth:`with_manifest`):
+        one line per setting, workload option (files by path: their content is the
+        caller's to compare) and sampling field, ``[]`` for a faithful re-run."""
+        if self.manifest is None:
+            return []
+        layer = self.manifest
+        changes = [f"{key} {mine!r} (recorded {was!r})" for key, mine, was in
+                   _diff(_flat(layered.settings), _flat(layer.pinned.settings))]
+        for f in fields(WorkloadSpec):
+            mine, was = getattr(self.dataset, f.name), layer.workload.get(f.name, f.default)
+            if f.name not in RELOCATABLE and mine != was:
+                changes.append(f"{flag_of(f.name)} {mine!r} (recorded {was!r})")
+        if layer.sampling is not None:
+            for key in SAMPLING:
+                mine, was = getattr(self.target, key), layer.sampling.get(key)
+                if mine != was:
+                    changes.append(f"{flag_of(key)} {mine!r} (recorded {was!r})")
+        return changes
 
     def with_load(self, **changes: Any) -> RunSpec:
         """This spec with some load options changed."""
@@ -414,3 +563,20 @@ def _ms(seconds: float | None) -> int | None:
 def _nullable(cls: type, name: str) -> bool:
     """Whether ``cls.name`` may be None (its default is None)."""
     return any(f.name == name and f.default is None for f in fields(cls))
+
+
+def _flat(settings: Any) -> dict[str, Any]:
+    """A settings dataclass as ``{"field": value, "limits.ttft_ns": value, ...}``."""
+    out: dict[str, Any] = {}
+    for f in fields(settings):
+        value = getattr(settings, f.name)
+        if hasattr(value, "__dataclass_fields__"):
+            out.update({f"{f.name}.{k}": v for k, v in _flat(value).items()})
+        else:
+            out[f.name] = getattr(value, "value", value)
+    return out
+
+
+def _diff(mine: Mapping[str, Any], was: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    return [(k, mine.get(k), was.get(k)) for k in sorted(set(mine) | set(was))
+            if mine.get(k) != was.get(k)]
