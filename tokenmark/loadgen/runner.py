@@ -43,7 +43,7 @@ from tokenmark.records import (
     Sample,
     TokenSource,
 )
-from tokenmark.sut import SystemUnderTest
+from tokenmark.sut import Preparable, SystemUnderTest
 
 __all__ = ["FLUSH_INTERVAL_NS", "GcPoints", "RunOutcome", "Runner", "RunnerStats"]
 
@@ -465,11 +465,20 @@ class Runner:
             return Phase.COOLDOWN
         return Phase.MEASURE
 
-    def _issue(self, query_id: int, sample_index: int, offset: int, now: int) -> _Pending:
+    def _query(self, query_id: int, sample_index: int, offset: int) -> Query:
+        """The query the next send will carry (its ``seq`` is taken when it is issued)."""
         sample = self._loaded.get(sample_index)
         if sample is None:
             sample = self.dataset.sample(sample_index)
-        seq = self._seq
+        return Query(seq=self._seq, query_id=query_id, sample=sample, scheduled_ns=offset)
+
+    def _issue(self, query_id: int, sample_index: int, offset: int, now: int,
+               query: Query | None = None) -> _Pending:
+        """Issue a query (``query``: the one built and prepared ahead for this send)."""
+        if query is None or query.seq != self._seq:
+            query = self._query(query_id, sample_index, offset)
+        sample = query.sample
+        seq = query.seq
         self._seq = seq + 1
         rec = RequestRecord(
             seq=seq,
@@ -485,7 +494,6 @@ class Runner:
         st = self.stats
         st.issued += 1
         st.in_flight += 1
-        query = Query(seq=seq, query_id=query_id, sample=sample, scheduled_ns=offset)
         try:
             self.sut.issue(query, pending)
         except Exception as exc:  # a broken SUT is data, not a crash of the run
@@ -518,6 +526,11 @@ class Runner:
         first_send = last_send = -1
         behind = 0
         after_send = self._gc.after_send
+        sut = self.sut
+        # a SUT that renders a request ahead does it before the wait, not after the due time
+        prepare = sut.prepare if isinstance(sut, Preparable) and not isinstance(
+            self.clock, FakeClock) else None
+        query: Query | None = None
         n = len(offsets)
         for i in range(n):
             if stop.is_set():
@@ -526,8 +539,15 @@ class Runner:
             target = t0 + off
             t = now()
             gate.due_ns = perf() + (target - t)  # on the gate's time base
+            query = None
             if t < target:
                 behind = 0
+                if prepare is not None:
+                    query = self._query(qids[i], samples[i], off)
+                    try:
+                        prepare(query)
+                    except Exception:  # issue meets the fault again and records it
+                        query = None
                 await self.clock.sleep_until(target)
                 if stop.is_set():
                     break
@@ -548,7 +568,7 @@ class Runner:
                 t = now()
             if max_d and t - t0 > max_d:
                 break
-            self._issue(qids[i], samples[i], off, t)
+            self._issue(qids[i], samples[i], off, t, query)
             if first_send < 0:
                 first_send = t - t0
             last_send = t - t0
