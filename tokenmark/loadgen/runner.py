@@ -57,6 +57,8 @@ _YIELD_EVERY = 32
 
 #: A collection is started after a send only when the next one is at least this far off.
 GC_MARGIN_NS = 2_000_000
+#: What a collection of each generation is assumed to take before one has been timed.
+GC_FIRST_COST_NS = (500_000, 3_000_000, 40_000_000)
 #: The periodic flush waits for a send due within this long (and until it is out).
 FLUSH_GUARD_NS = 1_000_000
 
@@ -85,7 +87,9 @@ class GcPoints:
 
     def __init__(self) -> None:
         self._active = False
-        self._cost = [0, 0, 0]  # ns the last collection of each generation took
+        # ns the last collection of each generation took; until one has run, what they
+        # took in the demo on the project's 2-core VM, rounded up (bench/loop_stalls.py)
+        self._cost = list(GC_FIRST_COST_NS)
         self.thresholds = gc.get_threshold()
 
     @property
