@@ -71,12 +71,15 @@ class GcPoints:
     Left to itself the collector runs inside whatever allocates past its threshold: in
     the demo ~7% of sends (each send allocates ~50 containers of the 700 that start a
     young collection), which then waited 0.1-0.7 ms for it, and a middle collection
-    (every tenth) took ~2 ms (bench/loop_stalls.py). During a timed run the automatic
-    collector is off; :meth:`after_send` runs the collections it would have run (the
+    (every tenth) took ~2 ms (bench/loop_stalls.py); at 1 in flight it ran in the
+    quiet wait for a first token and delayed its read. While a run issues (timed or
+    closed) the automatic collector is off; :meth:`after_send` runs the collections it
+    would have run (the
     same thresholds, ``gc.get_threshold()``; the oldest generation every ``threshold2``
     middle ones, which is as far as Python sees CPython's own rule) right after a send,
     when the next send is further off than ``GC_MARGIN_NS`` plus twice what the last
-    collection of that generation took (else a younger one that fits, or none yet).
+    collection of that generation took (else a younger one that fits, or none yet); a
+    closed loop collects right after each send (its answers are a round trip away).
     :meth:`overdue` lets a periodic task collect anyway when sends stop coming (a full
     concurrency cap) and ten times the usual garbage piles up. Objects made before the
     clock (the loaded samples, imports) are frozen out of every collection for the run
@@ -616,6 +619,8 @@ class Runner:
                         p.waiter = fut
                         waiters.append(fut)
                 queries_issued += 1
+                # the answers are at least a round trip away: the collector's moment
+                after_send(NEVER)
                 # LoadGen ends "naturally" right after the query that meets both minimums.
                 if queries_issued >= s.min_queries and off >= s.min_duration_ns:
                     done_flag = True
@@ -629,7 +634,14 @@ class Runner:
                     await asyncio.sleep(0)  # a SUT that answers at once must not starve the loop
                 prev_done = self.clock.now_ns()
 
-        await asyncio.gather(*(stream() for _ in range(max(1, s.streams))))
+        collector = self._gc
+        after_send = collector.after_send
+        if not isinstance(self.clock, FakeClock):
+            collector.start()
+        try:
+            await asyncio.gather(*(stream() for _ in range(max(1, s.streams))))
+        finally:
+            collector.stop()
         return ran_out
 
     async def _wait_slot(self) -> None:
