@@ -9,6 +9,8 @@ terminator. Nothing else: no framing, no checks, no records. Its figures on the 
 against: a goal the no-op client cannot reach on this harness is reported as below the
 floor, not as tokenmark's failure.
 
+An open loop opens ``--preconnect`` connections (default 128) before its first send and
+more only when none is idle, and sends a due request before it reads the next socket.
 Takes floor_client.py's arguments and writes the same result file (plus its send lag)::
 
     python bench/noop_client.py --url URL (--concurrency C | --rate R [--arrival poisson])
@@ -92,8 +94,12 @@ def run(a: argparse.Namespace) -> dict[str, object]:
         c.sock.sendall(req)  # a few hundred bytes: the socket buffer takes them at once
         issued += 1
 
-    start = perf()
     conc = a.concurrency
+    for _ in range(conc or a.preconnect):  # connected before the clock, as tokenmark does
+        c = Conn(addr)
+        sel.register(c.sock, selectors.EVENT_READ, c)
+        idle.append(c)
+    start = perf()
     nxt = start
     if conc:
         for _ in range(min(conc, a.requests)):
@@ -111,6 +117,9 @@ def run(a: argparse.Namespace) -> dict[str, object]:
                 timeout = 0.0  # epoll sleeps whole ms: poll the last 2 ms
 
         for key, _ in sel.select(timeout):
+            if not conc and issued < a.requests and perf() >= nxt:  # a due send goes first
+                send(nxt)
+                nxt += rng.expovariate(a.rate) if a.arrival == "poisson" else 1.0 / a.rate
             c = key.data
             try:
                 data = c.sock.recv(262144)
@@ -181,6 +190,8 @@ def main() -> None:
     p.add_argument("--input-tokens", type=int, default=128)
     p.add_argument("--output-tokens", type=int, default=128)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--preconnect", type=int, default=128,
+                   help="connections opened before the first send of an open loop")
     p.add_argument("--out", required=True)
     a = p.parse_args()
     if not a.concurrency and not a.rate:
