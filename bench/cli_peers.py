@@ -12,6 +12,12 @@ to the plain aiohttp loop (``floor``) measured in the same invocation:
 - achieved / target arrival rate, Poisson 400/s;
 - tokenmark's CPU before its first request (imports, checks, dataset, connections).
 
+``--tools noop`` adds the no-op client (bench/noop_client.py: raw sockets, reads stamped
+where they land, nothing parsed), run in the harness's ``floor`` slot: the floor this
+harness puts under each goal. A goals table follows the figures: each of issue 21's
+goals with tokenmark's figure, the best peer's, aiohttp's, the no-op floor and whether
+it is met, not met, or below the floor (the no-op client misses it too).
+
 ``--variants`` runs tokenmark more than once with different settings, e.g.
 ``uvloop,asyncio`` (``TOKENMARK_EVENT_LOOP``) to see what the event loop is worth. Runs
 are interleaved (rep 1 of every tool, then rep 2) so slow drifts of a shared machine spread
@@ -23,7 +29,7 @@ with ``--peers`` (default: ``$BENCH_PEERS``, ``../shared/bench-peers`` beside th
 repository, or ``/work/shared/bench-peers``) and the peers' venvs with ``--venvs``
 (``VENV_ROOT`` of the harness's setup.sh)::
 
-    PYTHONPATH=. python bench/cli_peers.py --venvs /tmp/pb [--tools tokenmark,floor,vllm,loadgen]
+    PYTHONPATH=. python bench/cli_peers.py --venvs /tmp/pb [--tools tokenmark,noop,floor,loadgen]
         [--scenarios max,cpu,acc-c1,acc-c64,acc-c256,rate-400] [--reps 1]
         [--variants uvloop,asyncio] [--results DIR]
 """
@@ -46,7 +52,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = ("floor", "loadgen", "vllm", "aiperf", "guidellm")
 NAMES = {"floor": "aiohttp", "loadgen": "LoadGen", "vllm": "vllm bench", "aiperf": "AIPerf",
-         "guidellm": "GuideLLM"}
+         "guidellm": "GuideLLM", "noop": "no-op"}
+#: The no-op client (bench/noop_client.py) runs in the harness's ``floor`` slot: its
+#: ``bin/python`` is a script that runs bench/noop_client.py with floor_client.py's
+#: arguments, so the harness (server, pinning, CPU and truth) is the same, unchanged.
+NOOP_PY = """#!/bin/sh
+shift
+exec {python} {client} "$@"
+"""
 SCENARIOS = ("max", "cpu", "acc-c1", "acc-c64", "acc-c256", "rate-400")
 #: Each variant of tokenmark: its name and the environment it runs with.
 VARIANTS = {"asyncio": {"TOKENMARK_EVENT_LOOP": "asyncio"},
@@ -67,6 +80,8 @@ def find_peers(given: str) -> Path:
 
 def installed(tool: str, venvs: Path) -> str:
     """'' when the tool can run here, else why not."""
+    if tool == "noop":
+        return ""
     if tool in ("floor", "loadgen"):
         ok = (venvs / "venv-loadgen" / "bin" / "python").exists()
         return "" if ok else f"no {venvs}/venv-loadgen (run the harness's setup.sh)"
@@ -83,6 +98,8 @@ def load() -> float:
 def run_one(peers: Path, tool: str, variant: str, scenario: str, rep: int, results: Path,
             env: dict[str, str], server_cpu: str) -> dict[str, Any] | None:
     out = results / variant
+    if tool == "noop":
+        tool = "floor"  # in the floor's slot (NOOP_PY)
     cmd = ["taskset", "-c", server_cpu, sys.executable, str(peers / "harness.py"), "run",
            "--tool", tool, "--scenario", scenario, "--rep", str(rep), "--results", str(out)]
     if not shutil.which("taskset"):
@@ -126,8 +143,10 @@ def figure(rs: list[dict[str, Any]], scenario: str) -> float | None:
             tool = _get(r, "tool_report", "ttft_ms", "p99")
             truth = _get(r, "ground_truth", "ttft_ms", "p99")
             v = None if tool is None or truth is None else tool - truth
-        elif scenario == "send-lag":  # tokenmark's own send lag p99 in rate-400
+        elif scenario == "send-lag":  # the client's own send lag p99 in rate-400
             v = r.get("tm_send_lag_p99")
+            if v is None:
+                v = _get(r, "tool_report", "send_lag_ms", "p99")  # the no-op client's
         else:
             got = _get(r, "ground_truth", "arrival_rate")
             v = None if got is None else got / r["params"]["rate"]
@@ -142,7 +161,7 @@ ROWS = [("max", "max streamed tok/s, 256 in flight", "higher", "{:,.0f}"),
         ("acc-c64", "TTFT p99 error (ms), 64 in flight", "lower", "{:+.1f}"),
         ("acc-c1", "TTFT p99 error (ms), 1 in flight", "lower", "{:+.1f}"),
         ("rate-400", "achieved / target, Poisson 400/s", "closer", "{:.2f}"),
-        ("send-lag", "tokenmark's send lag p99 (ms), Poisson 400/s", "lower", "{:.3f}")]
+        ("send-lag", "the client's own send lag p99 (ms), Poisson 400/s", "lower", "{:.3f}")]
 
 
 def table(by: dict[tuple[str, str], list[dict[str, Any]]], columns: list[str]) -> str:
@@ -153,7 +172,8 @@ def table(by: dict[tuple[str, str], list[dict[str, Any]]], columns: list[str]) -
         vals = {c: figure(by.get((c, sc), []), sc) for c in columns}
         if all(v is None for v in vals.values()):
             continue
-        peers = {c: v for c, v in vals.items() if c in NAMES.values() and v is not None}
+        peers = {c: v for c, v in vals.items() if c in NAMES.values() and v is not None
+                 and c != NAMES["noop"]}
         best_name, best = "", None
         for c, v in peers.items():
             if best is None or (better == "higher" and v > best) or (
@@ -172,6 +192,72 @@ def table(by: dict[tuple[str, str], list[dict[str, Any]]], columns: list[str]) -
     return "\n".join(lines)
 
 
+#: Issue 21's goals: (scenario, goal, kind, bound). ``ratio-peer``: tokenmark / the best
+#: peer >= bound; ``ratio-aiohttp``: tokenmark / aiohttp <= bound; ``abs``: |figure| <= bound.
+GOALS = [("max", ">= 2.5x the best peer's streamed tok/s", "ratio-peer", 2.5),
+         ("cpu", "CPU per 1M tokens <= 0.35x aiohttp's", "ratio-aiohttp", 0.35),
+         ("acc-c1", "TTFT p99 error <= 0.5 ms, 1 in flight", "abs", 0.5),
+         ("acc-c64", "TTFT p99 error <= 0.5 ms, 64 in flight", "abs", 0.5),
+         ("acc-c256", "TTFT p99 error <= 0.5 ms, 256 in flight", "abs", 0.5),
+         ("send-lag", "send lag p99 <= 1 ms, Poisson 400/s", "abs", 1.0)]
+
+
+def _score(v: float | None, kind: str, ref: float | None) -> float | None:
+    """The figure a goal bounds: a ratio to ``ref`` or the figure's size."""
+    if v is None:
+        return None
+    if kind == "abs":
+        return abs(v)
+    return v / ref if ref else None
+
+
+def _meets(x: float | None, kind: str, bound: float) -> bool | None:
+    if x is None:
+        return None
+    return x >= bound if kind == "ratio-peer" else x <= bound
+
+
+def goals(by: dict[tuple[str, str], list[dict[str, Any]]], columns: list[str]) -> str:
+    """Each goal: tokenmark's figure, the best peer, aiohttp, the no-op client's (the
+    floor of this harness) and whether it is met; a goal the no-op client does not meet
+    is reported as below the floor."""
+    lines = ["| goal | tokenmark | best peer | aiohttp | no-op floor | verdict |",
+             "|---|---|---|---|---|---|"]
+    tm = columns[0] if columns and columns[0].startswith("tokenmark") else None
+    for sc, goal, kind, bound in GOALS:
+        better = next(b for s_, _, b, _ in ROWS if s_ == sc)
+        fmt = next(f for s_, _, _, f in ROWS if s_ == sc)
+        vals = {c: figure(by.get((c, sc), []), sc) for c in columns}
+        peers = {c: v for c, v in vals.items() if v is not None and c in NAMES.values()
+                 and c != NAMES["noop"]}
+        best_name, best = "", None
+        for c, v in peers.items():
+            if best is None or (better == "higher" and v > best) or (
+                    better == "lower" and abs(v) < abs(best)):
+                best_name, best = c, v
+        aio = vals.get(NAMES["floor"])
+        noop = vals.get(NAMES["noop"])
+        mine = vals.get(tm) if tm else None
+
+        ref = best if kind == "ratio-peer" else aio if kind == "ratio-aiohttp" else None
+
+        def show(v: float | None, kind: str = kind, fmt: str = fmt,
+                 ref: float | None = ref) -> str:
+            if v is None:
+                return "n/a"
+            x = _score(v, kind, ref)
+            return fmt.format(v) + (f" ({x:.2f}x)" if kind != "abs" and x is not None else "")
+
+        m, f = (_meets(_score(v, kind, ref), kind, bound) for v in (mine, noop))
+        verdict = ("n/a" if m is None else "met" if m else
+                   "below floor (the no-op client misses it too)" if f is False else
+                   "not met" + ("" if f else " (no floor measured)"))
+        lines.append(f"| {goal} | {show(mine)} | "
+                     f"{(best_name + ' ' + fmt.format(best)) if best is not None else 'n/a'} | "
+                     f"{show(aio)} | {show(noop)} | {verdict} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -180,7 +266,7 @@ def main() -> None:
                     help="VENV_ROOT of the harness's setup.sh (venv-loadgen, venv-vllm...)")
     ap.add_argument("--tokenizer", default="",
                     help="the harness's tokenizer folder (default: VENVS/tokenizer)")
-    ap.add_argument("--tools", default="tokenmark," + ",".join(PEERS))
+    ap.add_argument("--tools", default="tokenmark,noop," + ",".join(PEERS))
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--variants", default="asyncio",
                     help="tokenmark variants, comma separated: " + ", ".join(VARIANTS))
@@ -213,15 +299,22 @@ def main() -> None:
     if tm_bin:
         base["TOKENMARK_BIN"] = tm_bin
     runs: list[tuple[str, str, dict[str, str]]] = []  # (tool, column, env)
+    results = Path(a.results) if a.results else Path(tempfile.mkdtemp(prefix="cli-peers-"))
     for t in tools:
         if t in skipped:
             continue
-        if t == "tokenmark":
+        if t == "noop":
+            fake = results / "noop-venv" / "bin"
+            fake.mkdir(parents=True, exist_ok=True)
+            (fake / "python").write_text(NOOP_PY.format(
+                python=sys.executable, client=ROOT / "bench" / "noop_client.py"))
+            (fake / "python").chmod(0o755)
+            runs.append((t, NAMES[t], {**base, "VENV_LOADGEN": str(fake.parent)}))
+        elif t == "tokenmark":
             runs += [(t, f"tokenmark[{v}]" if len(variants) > 1 else "tokenmark",
                       {**base, **VARIANTS[v]}) for v in variants]
         else:
             runs.append((t, NAMES[t], base))
-    results = Path(a.results) if a.results else Path(tempfile.mkdtemp(prefix="cli-peers-"))
     print(f"load before: {os.getloadavg()}; {os.cpu_count()} cores; results in {results}")
     by: dict[tuple[str, str], list[dict[str, Any]]] = {}
     t0 = time.monotonic()
@@ -241,6 +334,7 @@ def main() -> None:
     columns = [c for _, c, _ in runs]
     columns.sort(key=lambda c: not c.startswith("tokenmark"))
     print(table(by, columns))
+    print("\n" + goals(by, columns))
     util = {c: figure_util(by.get((c, "max"), [])) for c in columns}
     print("\nclient core util in `max` (share of its core each client got): " + ", ".join(
         f"{c} {u:.2f}" for c, u in util.items() if u is not None))

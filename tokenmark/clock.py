@@ -47,6 +47,12 @@ T = TypeVar("T")
 #: 3 ms of spinning per send, so above ~330 sends/s the issuing loop never blocks (it
 #: still runs every other callback between spins).
 SPIN_WINDOW_NS = 3_000_000
+#: The last stretch before a deadline is waited without yielding to the event loop: one
+#: loop pass may run a burst of socket reads (each a ``recv`` and a copy, ~15 us here;
+#: a decode step lands on every stream at once), which made a due send ~0.1-0.4 ms late
+#: (bench/loop_stalls.py). Reads that land meanwhile wait in the kernel at most this
+#: long before they are read and timed.
+FINAL_SPIN_NS = 100_000
 
 
 #: A deadline that never comes (``SendGate.due_ns`` when no timed send is waiting).
@@ -129,7 +135,8 @@ class MonotonicClock:
     """Real time: ``time.perf_counter_ns`` (CLOCK_MONOTONIC on Linux).
 
     ``sleep_until`` sleeps on the event loop's timer until ``SPIN_WINDOW_NS`` before the
-    deadline, then yields to the loop (other callbacks still run) until it is reached.
+    deadline, then yields to the loop (other callbacks still run) until ``FINAL_SPIN_NS``
+    before it, and waits out the rest without yielding.
     """
 
     __slots__ = ()
@@ -145,8 +152,12 @@ class MonotonicClock:
                 return
             if remaining > SPIN_WINDOW_NS:
                 await asyncio.sleep((remaining - SPIN_WINDOW_NS) / 1e9)
-            else:
+            elif remaining > FINAL_SPIN_NS:
                 await asyncio.sleep(0)
+            else:
+                while now() < t_ns:
+                    pass
+                return
 
     def call_at(self, t_ns: int, callback: Callable[[], None]) -> TimerHandle:
         loop = asyncio.get_running_loop()

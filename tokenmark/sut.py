@@ -130,6 +130,17 @@ class PromptProbe(Protocol):
     async def prompt_overhead(self, text: str, planned: int) -> int | None: ...
 
 
+@runtime_checkable
+class Preparable(Protocol):
+    """A SUT that can do a query's work before its send time: the runner calls
+    ``prepare(query)`` before it waits for a timed send and then ``issue`` with that
+    same query object (issue 21: the demo rendered each request body, ~30 us, between
+    the due time and the send's time stamp). ``issue`` of any other query works as
+    before; a prepared query may never be issued (a stop)."""
+
+    def prepare(self, query: Query) -> None: ...
+
+
 class SystemUnderTest(Protocol):
     @property
     def name(self) -> str:

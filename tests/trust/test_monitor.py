@@ -80,3 +80,48 @@ def test_run_is_invalid_when_the_client_was_the_bottleneck(tmp_path):
     assert sat and sat[0]["passed"] is False
     assert doc["verdicts"]["tokenmark"]["validity"] == "INVALID" and res.exit_code == 1
     assert doc["client_monitor"]["loop_lag_ms"]["p99"] > 10
+
+
+class HeldGate:
+    """A send due from the watch's first look at it until ``release``."""
+
+    def __init__(self) -> None:
+        self.sent = False
+        self.due: int | None = None
+
+    @property
+    def due_ns(self) -> int:
+        from tokenmark.clock import NEVER
+        if self.sent:
+            return NEVER
+        if self.due is None:
+            self.due = time.perf_counter_ns() + 10**9
+        return self.due
+
+
+def test_a_window_near_a_due_send_reads_the_cpu_after_it(monkeypatch):
+    """The /proc reads give way to a due send; the lag is still where the watch woke."""
+    import tokenmark.trust.monitor as monitor
+    monkeypatch.setattr(monitor, "GUARD_NS", 60 * 10**9)  # only the send ends the wait
+    gate = HeldGate()
+    seen: list[bool] = []
+
+    def cpu() -> float:
+        seen.append(gate.sent)
+        return 0.0
+
+    mon = ClientMonitor(interval_s=0.01, cpu_s=cpu, wait_s=lambda: 0.0)
+
+    async def go() -> None:
+        await mon.start(None)  # type: ignore[arg-type]
+        mon._gate = gate  # type: ignore[assignment]
+        await asyncio.sleep(0.1)  # the watch woke, found the send due, and waits
+        assert len(mon.lags_ns) == 0
+        gate.sent = True
+        await asyncio.sleep(0.05)
+        await mon.stop()
+
+    asyncio.run(go())
+    # start's and the watch's first reads; the held window's only after the send
+    assert seen[:2] == [False, False] and all(seen[2:]) and len(seen) >= 4
+    assert mon.lags_ns[0] < 50_000_000  # woke ~on time: the 0.1 s held is not lag

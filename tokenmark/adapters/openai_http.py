@@ -166,6 +166,7 @@ class OpenAIHttpSUT:
              ).encode() + b"Accept: " + accept + b"\r\n" + extra
             for ep in self.endpoints]
         self.renderer = BodyRenderer(cfg)
+        self._prepared: tuple[Query, bytes] | None = None  # see prepare
 
     # -- the SystemUnderTest contract ------------------------------------------------------
     @property
@@ -259,13 +260,25 @@ class OpenAIHttpSUT:
     def body(self, sample: Sample) -> bytes:
         return self.renderer.body(sample)
 
+    def prepare(self, query: Query) -> None:
+        """Render ``query``'s body before its send time (:class:`tokenmark.sut.Preparable`)."""
+        self._prepared = (query, self.renderer.body(query.sample))
+
+    def body_for(self, query: Query) -> bytes:
+        """``query``'s body: the one :meth:`prepare` rendered, else rendered now."""
+        ready = self._prepared
+        if ready is not None and ready[0] is query:
+            self._prepared = None
+            return ready[1]
+        return self.renderer.body(query.sample)
+
     def issue_to(self, query: Query, handle: ResponseHandle, index: int) -> None:
         """Send ``query`` to endpoint ``index``."""
         renderer = self.renderer
         if renderer.exact_output and hasattr(handle, "details"):  # a DetailsHandle
             handle.details(ResponseDetails(
                 demanded_output_tokens=renderer.output_tokens(query.sample)))
-        self.send(index, query.seq, renderer.body(query.sample), handle)
+        self.send(index, query.seq, self.body_for(query), handle)
 
     def send(self, index: int, seq: int, body: bytes, handle: ResponseHandle) -> None:
         """Send a rendered body to endpoint ``index`` (worker processes get bodies)."""

@@ -191,8 +191,13 @@ class EmulatedTarget:
         if ref < 0:
             client.issue(query, handle)
             return
-        body = client.body(query.sample)
+        body = client.body_for(query)
         client.send(0, query.seq, b'%s,"%s":%d}' % (body[:-1], self._reference, ref), handle)
+
+    def prepare(self, query: Query) -> None:
+        """The client renders the body ahead (:class:`tokenmark.sut.Preparable`)."""
+        if self.client is not None:
+            self.client.prepare(query)
 
     async def flush(self) -> None:
         if self.client is not None:

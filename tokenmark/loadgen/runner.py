@@ -14,12 +14,15 @@ Rules it keeps (LoadGen's, plus tokenmark's bookkeeping):
 - a stop request (Ctrl-C) stops issuing, marks what is in flight as unanswered, and ends
   the run as interrupted: the verdicts say INVALID and why;
 - a timed loop publishes when its next send is due (:class:`tokenmark.clock.SendGate`),
-  so the client's parsing of reads already timed gives way to it (issue 21).
+  so the client's parsing of reads already timed gives way to it (issue 21), and so do
+  the periodic flush of the records and Python's garbage collector (:class:`GcPoints`:
+  collections happen right after a send, not in the middle of the next one).
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,9 +43,9 @@ from tokenmark.records import (
     Sample,
     TokenSource,
 )
-from tokenmark.sut import SystemUnderTest
+from tokenmark.sut import Preparable, SystemUnderTest
 
-__all__ = ["FLUSH_INTERVAL_NS", "RunOutcome", "Runner", "RunnerStats"]
+__all__ = ["FLUSH_INTERVAL_NS", "GcPoints", "RunOutcome", "Runner", "RunnerStats"]
 
 #: The on-disk sink is flushed at least this often.
 FLUSH_INTERVAL_NS = 50_000_000
@@ -52,7 +55,98 @@ LOAD_TEXT_CHARS = 256 << 20
 #: so responses keep being read while it catches up.
 _YIELD_EVERY = 32
 
+#: A collection is started after a send only when the next one is at least this far off.
+GC_MARGIN_NS = 2_000_000
+#: What a collection of each generation is assumed to take before one has been timed.
+GC_FIRST_COST_NS = (500_000, 3_000_000, 40_000_000)
+#: The periodic flush waits for a send due within this long (and until it is out).
+FLUSH_GUARD_NS = 1_000_000
+
 RecordConsumer = Callable[[RequestRecord], None]
+
+
+class GcPoints:
+    """Python's cyclic garbage collector, run where it delays no send (issue 21).
+
+    Left to itself the collector runs inside whatever allocates past its threshold: in
+    the demo ~7% of sends (each send allocates ~50 containers of the 700 that start a
+    young collection), which then waited 0.1-0.7 ms for it, and a middle collection
+    (every tenth) took ~2 ms (bench/loop_stalls.py); at 1 in flight it ran in the
+    quiet wait for a first token and delayed its read. While a run issues (timed or
+    closed) the automatic collector is off; :meth:`after_send` runs the collections it
+    would have run (the
+    same thresholds, ``gc.get_threshold()``; the oldest generation every ``threshold2``
+    middle ones, which is as far as Python sees CPython's own rule) right after a send,
+    when the next send is further off than ``GC_MARGIN_NS`` plus twice what the last
+    collection of that generation took (else a younger one that fits, or none yet); a
+    closed loop collects right after each send (its answers are a round trip away).
+    :meth:`overdue` lets a periodic task collect anyway when sends stop coming (a full
+    concurrency cap) and ten times the usual garbage piles up. Objects made before the
+    clock (the loaded samples, imports) are frozen out of every collection for the run
+    (``gc.freeze``). Nothing measured depends on when garbage is collected.
+    """
+
+    __slots__ = ("_active", "_cost", "thresholds")
+
+    def __init__(self) -> None:
+        self._active = False
+        # ns the last collection of each generation took; until one has run, what they
+        # took in the demo on the project's 2-core VM, rounded up (bench/loop_stalls.py)
+        self._cost = list(GC_FIRST_COST_NS)
+        self.thresholds = gc.get_threshold()
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    def start(self) -> None:
+        """Take over from the automatic collector (unless it is off: then nothing)."""
+        if not gc.isenabled() or self.thresholds[0] <= 0:
+            return
+        self._active = True
+        gc.freeze()
+        gc.disable()
+
+    def stop(self) -> None:
+        if self._active:
+            self._active = False
+            gc.unfreeze()
+            gc.enable()
+
+    def due(self, factor: int = 1) -> int:
+        """The generation a collection is due for (-1: none), as the automatic
+        collector would pick it, with a young threshold ``factor`` times its own."""
+        if not self._active:
+            return -1
+        c0, c1, c2 = gc.get_count()
+        t0, t1, t2 = self.thresholds
+        if c0 <= t0 * factor:
+            return -1
+        if t1 and c1 >= t1:
+            return 2 if t2 and c2 >= t2 else 1
+        return 0
+
+    def collect(self, gen: int) -> None:
+        t = time.perf_counter_ns()
+        gc.collect(gen)
+        self._cost[gen] = time.perf_counter_ns() - t
+
+    def after_send(self, margin_ns: int) -> None:
+        """Collect what is due, the next send being ``margin_ns`` away."""
+        if margin_ns < GC_MARGIN_NS:
+            return
+        gen = self.due()
+        cost = self._cost
+        while gen >= 0 and margin_ns < GC_MARGIN_NS + 2 * cost[gen]:
+            gen -= 1
+        if gen >= 0:
+            self.collect(gen)
+
+    def overdue(self) -> None:
+        """Collect when ten times the usual garbage piled up (no send came for long)."""
+        gen = self.due(10)
+        if gen >= 0:
+            self.collect(gen)
 
 
 @dataclass
@@ -269,6 +363,7 @@ class Runner:
         self._seq = 0
         self._sends = (-1, -1)
         self._gate = send_gate()
+        self._gc = GcPoints()
 
     # -- control --------------------------------------------------------------------
     def request_stop(self, reason: str) -> None:
@@ -377,11 +472,20 @@ class Runner:
             return Phase.COOLDOWN
         return Phase.MEASURE
 
-    def _issue(self, query_id: int, sample_index: int, offset: int, now: int) -> _Pending:
+    def _query(self, query_id: int, sample_index: int, offset: int) -> Query:
+        """The query the next send will carry (its ``seq`` is taken when it is issued)."""
         sample = self._loaded.get(sample_index)
         if sample is None:
             sample = self.dataset.sample(sample_index)
-        seq = self._seq
+        return Query(seq=self._seq, query_id=query_id, sample=sample, scheduled_ns=offset)
+
+    def _issue(self, query_id: int, sample_index: int, offset: int, now: int,
+               query: Query | None = None) -> _Pending:
+        """Issue a query (``query``: the one built and prepared ahead for this send)."""
+        if query is None or query.seq != self._seq:
+            query = self._query(query_id, sample_index, offset)
+        sample = query.sample
+        seq = query.seq
         self._seq = seq + 1
         rec = RequestRecord(
             seq=seq,
@@ -397,7 +501,6 @@ class Runner:
         st = self.stats
         st.issued += 1
         st.in_flight += 1
-        query = Query(seq=seq, query_id=query_id, sample=sample, scheduled_ns=offset)
         try:
             self.sut.issue(query, pending)
         except Exception as exc:  # a broken SUT is data, not a crash of the run
@@ -406,10 +509,14 @@ class Runner:
 
     async def _run_timed(self) -> tuple[int, int]:
         gate = self._gate
+        collector = self._gc
+        if not isinstance(self.clock, FakeClock):
+            collector.start()
         try:
             return await self._timed(gate)
         finally:
             gate.due_ns = NEVER
+            collector.stop()
 
     async def _timed(self, gate: SendGate) -> tuple[int, int]:
         s = self.schedule
@@ -425,15 +532,29 @@ class Runner:
         max_d = s.max_duration_ns
         first_send = last_send = -1
         behind = 0
-        for i in range(len(offsets)):
+        after_send = self._gc.after_send
+        sut = self.sut
+        # a SUT that renders a request ahead does it before the wait, not after the due time
+        prepare = sut.prepare if isinstance(sut, Preparable) and not isinstance(
+            self.clock, FakeClock) else None
+        query: Query | None = None
+        n = len(offsets)
+        for i in range(n):
             if stop.is_set():
                 break
             off = offsets[i]
             target = t0 + off
             t = now()
             gate.due_ns = perf() + (target - t)  # on the gate's time base
+            query = None
             if t < target:
                 behind = 0
+                if prepare is not None:
+                    query = self._query(qids[i], samples[i], off)
+                    try:
+                        prepare(query)
+                    except Exception:  # issue meets the fault again and records it
+                        query = None
                 await self.clock.sleep_until(target)
                 if stop.is_set():
                     break
@@ -454,13 +575,15 @@ class Runner:
                 t = now()
             if max_d and t - t0 > max_d:
                 break
-            self._issue(qids[i], samples[i], off, t)
+            self._issue(qids[i], samples[i], off, t, query)
             if first_send < 0:
                 first_send = t - t0
             last_send = t - t0
             self._sends = (first_send, last_send)
             if max_q and self.stats.issued >= max_q:
                 break
+            if i + 1 < n:
+                after_send(t0 + offsets[i + 1] - now())
         return first_send, last_send
 
     async def _run_closed(self, gaps: list[int]) -> bool:
@@ -496,6 +619,8 @@ class Runner:
                         p.waiter = fut
                         waiters.append(fut)
                 queries_issued += 1
+                # the answers are at least a round trip away: the collector's moment
+                after_send(NEVER)
                 # LoadGen ends "naturally" right after the query that meets both minimums.
                 if queries_issued >= s.min_queries and off >= s.min_duration_ns:
                     done_flag = True
@@ -509,7 +634,14 @@ class Runner:
                     await asyncio.sleep(0)  # a SUT that answers at once must not starve the loop
                 prev_done = self.clock.now_ns()
 
-        await asyncio.gather(*(stream() for _ in range(max(1, s.streams))))
+        collector = self._gc
+        after_send = collector.after_send
+        if not isinstance(self.clock, FakeClock):
+            collector.start()
+        try:
+            await asyncio.gather(*(stream() for _ in range(max(1, s.streams))))
+        finally:
+            collector.stop()
         return ran_out
 
     async def _wait_slot(self) -> None:
@@ -574,11 +706,22 @@ class Runner:
                 sink.flush()
 
     async def _flush_loop(self) -> None:
+        """Flush the sinks every ``FLUSH_INTERVAL_NS``, after the send that is due (if
+        one is due within ``FLUSH_GUARD_NS``: at most ~1 ms later), and collect garbage
+        that piled up while no send came (:meth:`GcPoints.overdue`)."""
+        gate = self._gate
+        perf = time.perf_counter_ns
+        real = not isinstance(self.clock, FakeClock)
         while True:
             await asyncio.sleep(FLUSH_INTERVAL_NS / 1e9)
+            due = gate.due_ns
+            if real and due != NEVER and due - perf() < FLUSH_GUARD_NS:
+                while gate.due_ns == due and perf() < due + FLUSH_GUARD_NS:
+                    await asyncio.sleep(0)  # until it is sent (the next one is published)
             self._last_flush = self.clock.now_ns()
             for sink in self._sinks:
                 sink.flush()
+            self._gc.overdue()
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:
