@@ -305,8 +305,8 @@ class Runner:
         if s.loaded_set:
             order: Sequence[int] = s.loaded_set
         elif s.order is not None and not len(s):  # an own closed loop: its first shuffle
-            first = s.order.period if not s.max_queries else min(s.order.period, s.max_queries)
-            order = s.order.take(first).tolist()
+            count = s.order.period if not s.max_queries else min(s.order.period, s.max_queries)
+            order = s.order.take(count).tolist()
         else:
             used, first = np.unique(s.sample_index, return_index=True)
             order = used[np.argsort(first, kind="stable")].tolist()
