@@ -95,11 +95,11 @@ def _run_row(opts: argparse.Namespace, env: dict[str, str]) -> None:
     peers = find_peers(opts.peers)
     env = {**env, "PYTHONPATH": os.environ.get("PYTHONPATH", str(Path(__file__).resolve(
         ).parent.parent))}
-    cpu_to_first_request(peers, opts.run_tokenizer, env, "0")  # warm-up: bytecode
+    cpu_to_first_request(peers, opts.run_tokenizer, env, "1")  # warm-up: bytecode
     cpus, loads = [], []
     for _ in range(opts.repeat):
         loads.append(_load())
-        cpu = cpu_to_first_request(peers, opts.run_tokenizer, env, "0")
+        cpu = cpu_to_first_request(peers, opts.run_tokenizer, env, "1")
         if cpu is None:
             raise SystemExit("run: no first request (see above)")
         cpus.append(cpu)
