@@ -17,7 +17,12 @@ compiling tokenmark's modules from source would add ~0.15 s to every start.
 
 Goal (issue 22): start to first line <= 0.5 s on a quiet machine.
 
-    .venv/bin/python bench/cli_start.py [--repeat 5] [--importtime]
+With ``--run-tokenizer DIR`` (the peers harness's tokenizer folder; default
+``$TOKENIZER_DIR`` when set) it also prints the CPU time ``tokenmark run`` spends before its
+first request against the harness's exact-delay mock server, with the same flags as
+``bench/cli_peers.py`` and bytecode cached as above (issue 21's goal: <= 0.5 s).
+
+    .venv/bin/python bench/cli_start.py [--repeat 5] [--importtime] [--run-tokenizer DIR]
 
 ``--importtime`` also prints the ten slowest imports of one leaderboard start
 (``python -X importtime``, cumulative microseconds).
@@ -71,20 +76,44 @@ def _run(args: list[str], env: dict[str, str]) -> tuple[float, float, int]:
 
 def _floor(env: dict[str, str]) -> tuple[float, float]:
     """Wall and CPU of a process that only imports what every tokenmark command
-    imports before any tokenmark code: the interpreter, typer (which imports pydantic
-    to parse options) and rich. tokenmark's own share is a command's figure minus this."""
+    imports before any tokenmark code: the interpreter, typer and rich (pydantic no
+    longer: tokenmark/cli/coerce.py converts the options). tokenmark's own share is a
+    command's figure minus this."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", "import typer, pydantic, rich.console, "
-                             "rich.table, typer._adapters"], env=env)
+    proc = subprocess.Popen([sys.executable, "-c", "import typer, rich.console, rich.table"],
+                            env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     return time.perf_counter() - t0, usage.ru_utime + usage.ru_stime
+
+
+def _run_row(opts: argparse.Namespace, env: dict[str, str]) -> None:
+    """``tokenmark run`` to its first request (bench/cli_peers.py's probe and flags)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from bench.cli_peers import cpu_to_first_request, find_peers
+
+    peers = find_peers(opts.peers)
+    env = {**env, "PYTHONPATH": os.environ.get("PYTHONPATH", str(Path(__file__).resolve(
+        ).parent.parent))}
+    cpu_to_first_request(peers, opts.run_tokenizer, env, "1")  # warm-up: bytecode
+    cpus, loads = [], []
+    for _ in range(opts.repeat):
+        loads.append(_load())
+        cpu = cpu_to_first_request(peers, opts.run_tokenizer, env, "1")
+        if cpu is None:
+            raise SystemExit("run: no first request (see above)")
+        cpus.append(cpu)
+    print(f"{'run (to 1st request)':24} {'':>15} {statistics.median(cpus):9.3f} "
+          f"{statistics.mean(loads):6.2f}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--importtime", action="store_true")
+    ap.add_argument("--run-tokenizer", default=os.environ.get("TOKENIZER_DIR", ""),
+                    help="also measure `tokenmark run` to its first request (issue 21)")
+    ap.add_argument("--peers", default="", help="the bench-peers harness folder")
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "TOKENMARK_DB": str(Path(tmp) / "none.db"), "COLUMNS": "200",
@@ -95,7 +124,7 @@ def main() -> None:
             _run(args, env)
         print(f"{'command':24} {'first line (s)':>15} {'CPU (s)':>9} {'load':>6}")
         floor = [_floor(env) for _ in range(opts.repeat)]
-        print(f"{'(python+typer+pydantic+rich)':24} {statistics.median(w for w, _ in floor):15.3f} "
+        print(f"{'(python+typer+rich)':24} {statistics.median(w for w, _ in floor):15.3f} "
               f"{statistics.median(c for _, c in floor):9.3f} {_load():6.2f}")
         for name, args in COMMANDS:
             walls, cpus, loads = [], [], []
@@ -108,6 +137,8 @@ def main() -> None:
                 cpus.append(cpu)
             print(f"{name:24} {statistics.median(walls):15.3f} "
                   f"{statistics.median(cpus):9.3f} {statistics.mean(loads):6.2f}")
+        if opts.run_tokenizer:
+            _run_row(opts, env)
         if opts.importtime:
             out = subprocess.run([sys.executable, "-X", "importtime", "-m", "tokenmark",
                                   *COMMANDS[0][1]], env=env, capture_output=True,

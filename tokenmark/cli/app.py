@@ -16,6 +16,7 @@ from rich.markup import escape
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 from typer.models import DefaultPlaceholder
 
+from tokenmark.cli import coerce
 from tokenmark.errors import EXIT_BAD_INPUT, BadInputError, ConfigError
 
 __all__ = ["FLAG_MAX", "PANELS", "PIPED_WIDTH", "app", "bad_input", "check_numbers", "err", "out",
@@ -49,6 +50,7 @@ class _Command(_Readable, TyperCommand):
 def _plain_help(option: TyperOption | None) -> TyperOption | None:
     if option is not None:
         option.metavar = ""
+        coerce.attach(option)
     return option
 
 
@@ -199,10 +201,12 @@ def _text(doc: str) -> str:
 def _readable(cmd: Any) -> None:
     """Rich markup in help texts escaped (``[run]`` stays ``[run]``, ``'tokenmark[ui]'``
     keeps its extra), the command's paragraphs one line each, metavars as users write
-    them (INT, FLOAT, PATH, URL, TEXT; ``<bool>`` and ``<list[str]>`` never)."""
+    them (INT, FLOAT, PATH, URL, TEXT; ``<bool>`` and ``<list[str]>`` never); values
+    converted without a pydantic adapter per parameter (:mod:`tokenmark.cli.coerce`)."""
     if cmd.help:
         cmd.help = _text(cmd.help)
     for param in cmd.params:
+        coerce.attach(param)
         if getattr(param, "help", None):
             param.help = _text(param.help)
         if isinstance(param, TyperOption) and param.metavar is None:

@@ -385,7 +385,9 @@ class Runner:
     # -- the run ----------------------------------------------------------------------
     def _load_samples(self) -> None:
         """LoadGen's ``LoadSamplesToRam``: the loaded set (or, for schedules without one,
-        the samples in the order they will be sent) is built before the clock starts.
+        the samples in the order they will be sent; for tokenmark's own closed loops, the
+        first shuffle of the performance set, as many as the run may send) is built
+        before the clock starts.
 
         A dataset whose samples are costly to make (generated images) makes them itself
         (:class:`~tokenmark.dataset.Loadable`). In real time the runner also builds each
@@ -397,6 +399,9 @@ class Runner:
         s = self.schedule
         if s.loaded_set:
             order: Sequence[int] = s.loaded_set
+        elif s.order is not None and not len(s):  # an own closed loop: its first shuffle
+            count = s.order.period if not s.max_queries else min(s.order.period, s.max_queries)
+            order = s.order.take(count).tolist()
         else:
             used, first = np.unique(s.sample_index, return_index=True)
             order = used[np.argsort(first, kind="stable")].tolist()

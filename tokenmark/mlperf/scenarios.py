@@ -58,6 +58,11 @@ class PermutationStream:
             self._block = b
         return self._perm
 
+    @property
+    def period(self) -> int:
+        """Samples in one shuffle: positions ``0 .. period-1`` hold each sample once."""
+        return self._n
+
     def __getitem__(self, i: int) -> int:
         b, r = divmod(i, self._n)
         return int(self._block_perm(b)[r])
