@@ -12,8 +12,9 @@ table covers) and the official summary tables given. Writes to OUT:
 - forward_summary.json and forward_tables.md: per step the median, p75, p90 and the
   shares within 10% and 25%, by benchmark, scenario, accelerator family and node
   count, and the 20 worst rows;
-- efficiency.csv: the parameters fitted on every round before the newest (v6.0 and
-  earlier), the ones shipped (copy it to tokenmark/data/ with --install);
+- efficiency.csv and model_levels.csv: the parameters and model levels fitted on every
+  round before the newest (v6.0 and earlier), the ones shipped (copied to
+  tokenmark/data/ with --install);
   efficiency_before_<R>.csv: each step's fit, written as soon as it is made (so
   bench/seed_ratios.py --efficiency can start on the v6.1 step's fit while v6.1 is
   still being predicted).
@@ -105,7 +106,8 @@ def main() -> None:
                     help="with --cache: score only the predictions already cached (an "
                          "evaluation cut short; the coverage line counts what is left out)")
     ap.add_argument("--install", action="store_true",
-                    help="copy the fitted efficiency.csv into tokenmark/data/")
+                    help="copy the fitted efficiency.csv and model_levels.csv into "
+                         "tokenmark/data/")
     ap.add_argument("--tables-from", type=Path, default=None,
                     help="only write the tables of DIR/forward_predictions.csv into DIR")
     args = ap.parse_args()
@@ -137,8 +139,9 @@ def main() -> None:
         print(f"note: {note}")
     print(f"\nwritten to {args.out} in {time.perf_counter() - t:.0f} s")
     if args.install:
-        shutil.copy(args.out / "efficiency.csv", ROOT / "tokenmark" / "data" / "efficiency.csv")
-        print("installed tokenmark/data/efficiency.csv")
+        for name in ("efficiency.csv", "model_levels.csv"):
+            shutil.copy(args.out / name, ROOT / "tokenmark" / "data" / name)
+            print(f"installed tokenmark/data/{name}")
 
 
 if __name__ == "__main__":
