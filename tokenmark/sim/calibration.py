@@ -84,7 +84,7 @@ from tokenmark.mlperf.settings import LatencyLimits, Scenario
 from tokenmark.perfmodel import Deployment, Efficiency, find_accelerator
 from tokenmark.sim.calibration_report import CalibrationReport, Level, RowResult
 from tokenmark.sim.fit import OfflineTrace, fit_efficiency, predict_rate
-from tokenmark.sim.params import level_of
+from tokenmark.sim.params import EfficiencyRow, Levels, efficiency_for, level_of
 from tokenmark.sim.plan import ClusterSpec, Plan, candidates, round_key
 from tokenmark.sim.predict import (
     SCREEN_TOL,
@@ -98,7 +98,7 @@ from tokenmark.sim.run import request_arrays
 from tokenmark.sim.workloads import synthetic_dataset
 
 __all__ = ["FORWARD_ROUNDS", "CalibrationReport", "Fit", "RowResult", "Setup",
-           "forward_evaluation", "prepare"]
+           "TableParams", "forward_evaluation", "prepare"]
 
 MIN_SYSTEMS = 2
 FORWARD_ROUNDS = ("v5.1", "v6.0", "v6.1")
@@ -572,6 +572,29 @@ class Fit:
         return out
 
 
+class TableParams:
+    """A fixed parameter table (an ``efficiency.csv`` and its ``model_levels.csv``, e.g.
+    the packaged ones) in the place of a fit: each row takes what
+    :func:`~tokenmark.sim.params.efficiency_for` gives a user simulating its system (the
+    newest round of the table), so a shipped table is scored on a round as a fit is."""
+
+    def __init__(self, rows: tuple[EfficiencyRow, ...] | None, levels: Levels | None,
+                 name: str) -> None:
+        self.rows, self.levels, self.name = rows, levels, name
+        self.alpha = float("nan")
+
+    def _params(self, s: Setup, scenario: str) -> tuple[Efficiency, str]:
+        eff = efficiency_for(s.plans[0].deployment.accelerator, s.stack, None, scenario,
+                             self.rows, model=model_of(s), levels=self.levels)
+        return eff, f"{self.name}: {eff.source}"
+
+    def offline_params(self, s: Setup) -> tuple[Efficiency, str]:
+        return self._params(s, "Offline")
+
+    def latency_params(self, s: Setup) -> tuple[Efficiency, str]:
+        return self._params(s, s.row.scenario)
+
+
 def _latency_sample(rows: list[Setup], per_group: int = LATENCY_ROWS_PER_GROUP
                     ) -> list[Setup]:
     """At most ``per_group`` systems per (architecture, scenario), the newest rounds
@@ -638,7 +661,7 @@ def fit(train: list[Setup], *, server: bool = True, requests: int = 1500,
 class ForwardStep:
     round: str
     train_rows: int
-    fit: Fit
+    fit: Fit | TableParams
     results: list[RowResult] = field(default_factory=list)
 
 
@@ -672,6 +695,7 @@ def forward_evaluation(
     cached_predictions: bool = False,
     latency_before: str | None = None,
     cached_inversions: bool = False,
+    table: TableParams | None = None,
 ) -> CalibrationReport:
     """Fit on the rounds before each of ``rounds_`` and predict that round's rows
     (those in ``score``, default all of ``rounds_``; a round not scored is still
@@ -680,7 +704,9 @@ def forward_evaluation(
     ``cached_predictions`` only the predictions already in ``cache_dir`` are scored (an
     evaluation cut short: the coverage line shows the rows left out). With
     ``latency_before``, stage 2 inverts only latency rows of the rounds before it; with
-    ``cached_inversions``, it uses only the inversions already in ``cache_dir``."""
+    ``cached_inversions``, it uses only the inversions already in ``cache_dir``. With
+    ``table``, nothing is fitted: every step is predicted with that fixed table (the
+    report then carries no parameters to ship)."""
     say = progress or (lambda _m: None)
     lengths = Lengths()
     results: list[RowResult] = []
@@ -701,14 +727,19 @@ def forward_evaluation(
     for rnd in rounds_:
         train = [s for _, s in setups if round_key(s.row.round) < round_key(rnd)]
         test = [(rr, s) for rr, s in setups if s.row.round == rnd]
-        say(f"{rnd}: fitting on {len(train)} rows of the rounds before it")
-        f = fit(train, server=server, requests=requests, workers=workers,
-                cache_dir=cache_dir, latency_rows=latency_rows,
-                latency_before=latency_before, cached_inversions=cached_inversions,
-                say=say)
-        if fitted is not None:
-            fitted(rnd, f)
-        step = ForwardStep(rnd, len(train), f)
+        f: Fit | TableParams
+        if table is not None:
+            say(f"{rnd}: predicting with {table.name}")
+            f = table
+        else:
+            say(f"{rnd}: fitting on {len(train)} rows of the rounds before it")
+            f = fit(train, server=server, requests=requests, workers=workers,
+                    cache_dir=cache_dir, latency_rows=latency_rows,
+                    latency_before=latency_before, cached_inversions=cached_inversions,
+                    say=say)
+            if fitted is not None:
+                fitted(rnd, f)
+        step = ForwardStep(rnd, 0 if table is not None else len(train), f)
         steps.append(step)
         if rnd not in scored:
             continue
@@ -752,15 +783,21 @@ def forward_evaluation(
             rr.predicted, rr.deployment, rr.binding = value, label, binding
             rr.offline_bound, rr.unbounded = bound, unbounded
             step.results.append(rr)
-    last = steps[-1].fit if steps else None
     notes = [f"representable rows: {len(setups)} of {len(results)}"]
-    for st in steps:
+    if table is not None:
+        notes += [f"{st.round}: predicted with {table.name}, {len(st.results)} rows"
+                  for st in steps]
+        return CalibrationReport(results, {}, notes,
+                                 [st.round for st in steps if st.round in scored])
+    fits = [(st, st.fit) for st in steps if isinstance(st.fit, Fit)]
+    last = fits[-1][1] if fits else None
+    for st, ft in fits:
         notes.append(f"{st.round}: fitted on {st.train_rows} rows (size exponent "
-                     f"{st.fit.alpha}), {len(st.results)} rows predicted")
-    for st in steps:
+                     f"{ft.alpha}), {len(st.results)} rows predicted")
+    for st, ft in fits:
         debuts = ", ".join(f"{m} {r} x{math.exp(v):.3f}"
-                           for m, (r, v) in sorted(st.fit.debuts.items()))
-        notes.append(f"{st.round}: new-model prior x{math.exp(st.fit.new_model):.3f} "
+                           for m, (r, v) in sorted(ft.debuts.items()))
+        notes.append(f"{st.round}: new-model prior x{math.exp(ft.new_model):.3f} "
                      f"(median of the debut rounds' levels: {debuts or 'none'})")
     return CalibrationReport(results, last.table() if last is not None else {}, notes,
                              [st.round for st in steps if st.round in scored],

@@ -255,16 +255,17 @@ class CalibrationReport:
                             p.stack, p.precision or "", r.step, r.group, r.deployment,
                             r.binding, _num(r.predicted), _num(r.ape),
                             _num(r.offline_bound), _num(r.unbounded)])
-        eff_path = out_dir / "efficiency.csv"
-        write_efficiency(eff_path, self.params)
-        write_levels(out_dir / "model_levels.csv", self.levels)
+        written = [rows_path]
+        if self.params:  # a fit's (a fixed table's evaluation ships nothing)
+            written.append(out_dir / "efficiency.csv")
+            write_efficiency(written[-1], self.params)
+            write_levels(out_dir / "model_levels.csv", self.levels)
         tables = write_forward(out_dir, self.scored(), "Forward-in-time evaluation",
                                self.representable())
         with open(out_dir / "forward_summary.json", "w", encoding="utf-8") as fh:
             json.dump({"tables": tables, "notes": self.notes,
                        "refused": self.ineligible_reasons()}, fh, indent=2)
-        return [rows_path, eff_path, out_dir / "forward_summary.json",
-                out_dir / "forward_tables.md"]
+        return [*written, out_dir / "forward_summary.json", out_dir / "forward_tables.md"]
 
     def ineligible_reasons(self) -> dict[str, int]:
         out: dict[str, int] = defaultdict(int)
