@@ -304,3 +304,22 @@ def test_a_new_models_level_is_fitted_against_its_group_and_becomes_the_prior():
     assert f.model_level("Llama-3.1-8B", "vllm", "v6.0")[1] == "Llama-3.1-8B/*/v5.1"
     # a row of v4.1 never takes a level fitted on v5.1
     assert f.model_level("Mixtral-8x7B", "trtllm", "v4.1")[1] == "new model"
+    # latency rows of v4.1 only: the v5.1 group, without latency rows of its own, ships
+    # the (Hopper, trtllm, all rounds) group's mbu as a v5.1 row's latency_params take it,
+    # each inverted mbu over its model's speed (Llama's level in v4.1); before, the v5.1
+    # rows shipped their Offline mbu for Server and Interactive
+    lat = []
+    for i, (acc, mbu) in enumerate((("H100", 0.3), ("H200", 0.5))):
+        row = SimpleNamespace(round="v4.1", scenario="Server", benchmark="llama3.1-8b",
+                              system_key=("v4.1", "s", acc), index=100 + i, source="t",
+                              result=1.0)
+        lat.append(SimpleNamespace(row=row, key=("t", 100 + i), arch="Hopper",
+                                   stack="trtllm", vendor="NVIDIA", plans=rows[0].plans))
+    f.train = rows + lat
+    f.set_inverted({s.key: (0, [mbu, mbu]) for s, mbu in zip(lat, (0.3, 0.5), strict=True)})
+    sp = f.speed(lat[0])[0]
+    want = math.sqrt(0.3 * 0.5) / sp  # the median log of two: their geometric mean
+    table = f.table()
+    assert table[("Hopper", "trtllm", "v5.1", "Server")][0].mbu == pytest.approx(want)
+    assert table[("Hopper", "trtllm", "v5.1", "Interactive")][0].mbu == pytest.approx(want)
+    assert f.latency_params(rows[2])[0].mbu == pytest.approx(want * f.speed(rows[2])[0])

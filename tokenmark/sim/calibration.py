@@ -553,17 +553,24 @@ class Fit:
     # -- the shipped table ------------------------------------------------------------------
     def table(self) -> dict[tuple[str, str, str, str], tuple[Efficiency, float, int]]:
         """Every group's parameters per scenario (efficiency.csv's rows)."""
-        levels: set[Level] = set()
+        # each group with the groups a row falls back to after it (latency_params' order)
+        chains: dict[Level, list[Level]] = {}
         for s in self.train:
-            levels.update(lv for lv in self.levels(s) if lv[2] == "*" or lv[2] == s.row.round)
+            chain = self.levels(s)
+            for i, lv in enumerate(chain):
+                if lv[2] == "*" or lv[2] == s.row.round:
+                    chains.setdefault(lv, chain[i:])
         out: dict[tuple[str, str, str, str], tuple[Efficiency, float, int]] = {}
-        for lv in sorted(levels):
+        for lv in sorted(chains):
             base = self.stage1(lv)
             if base is None:
                 continue
             out[(*lv, "Offline")] = base
             for sc in ("Server", "Interactive"):
-                got = self.stage2(lv, sc) or self.stage2(lv, "")
+                # a group without latency rows of its own takes the next one's, as a
+                # row's latency_params does (not its Offline mbu)
+                got = next((g for g in (self.stage2(c, x) for c in chains[lv]
+                                        for x in (sc, "")) if g is not None), None)
                 if got is not None:
                     eff = replace(base[0], mbu=got[0], serial_fraction=got[1])
                     out[(*lv, sc)] = (eff, base[1], got[2])
