@@ -309,7 +309,7 @@ def test_a_new_models_level_is_fitted_against_its_group_and_becomes_the_prior():
     # each inverted mbu over its model's speed (Llama's level in v4.1); before, the v5.1
     # rows shipped their Offline mbu for Server and Interactive
     lat = []
-    for i, (acc, mbu) in enumerate((("H100", 0.3), ("H200", 0.5))):
+    for i, acc in enumerate(("H100", "H200")):
         row = SimpleNamespace(round="v4.1", scenario="Server", benchmark="llama3.1-8b",
                               system_key=("v4.1", "s", acc), index=100 + i, source="t",
                               result=1.0)
