@@ -31,7 +31,7 @@ and earlier), so what users get is what was scored.
 **Model levels**: a group's parameters hold all its models, but a model new to an
 architecture and stack runs on less mature kernels than the models the stack has been
 tuned for (the fit on the rounds up to v6.0 puts gpt-oss-120b on TensorRT-LLM in v6.0,
-its first round, at 0.54x its groups; Qwen3-VL, whose image sizes are assumed, at 1.6x). Each
+its first round, at 0.50x its groups; Qwen3-VL, whose image sizes are assumed, at 1.58x). Each
 (model, stack, round) with Offline rows in the training set gets a *level*, the log of
 how many times as fast as its group's parameters say its rows run
 (:meth:`~tokenmark.perfmodel.Efficiency.at_speed`: compute and bandwidth efficiency
