@@ -323,3 +323,30 @@ def test_a_new_models_level_is_fitted_against_its_group_and_becomes_the_prior():
     assert table[("Hopper", "trtllm", "v5.1", "Server")][0].mbu == pytest.approx(want)
     assert table[("Hopper", "trtllm", "v5.1", "Interactive")][0].mbu == pytest.approx(want)
     assert f.latency_params(rows[2])[0].mbu == pytest.approx(want * f.speed(rows[2])[0])
+
+
+def test_a_fixed_table_is_scored_at_each_models_level(tmp_path: Path):
+    """``forward_evaluation(table=...)`` fits nothing and predicts with the table: a
+    level of 2 for Llama-3.1-8B halves every step's compute, memory and overhead time on
+    one-accelerator replicas (no links), so every Offline prediction doubles."""
+    from tokenmark.sim.calibration import TableParams
+    from tokenmark.sim.params import EfficiencyRow
+
+    rows = [r for r in read_rounds(RESULTS_CSV, [SUMMARIES / "v5.1_summary_results.json"])
+            if r.eligible and r.benchmark == "llama3.1-8b" and r.scenario == "Offline"
+            and r.round == "v5.1" and r.accelerator == "H200"][:2]
+    assert len(rows) == 2
+    eff = Efficiency(mfu=0.3, mbu=0.4, step_overhead_ns=1_000_000, seq_overhead_ns=2_000)
+    table = (EfficiencyRow("*", "*", "*", eff, 3, 0.1, "*"),)
+    got = {}
+    for speed in (1.0, 2.0):
+        t = TableParams(table, ({("Llama-3.1-8B", "trtllm", "v5.1"): math.log(speed)}, 0.0),
+                        f"x{speed}")
+        rep = forward_evaluation(rows, ["v5.1"], server=False, table=t)
+        got[speed] = [r.predicted for r in rep.rows if r.step == "v5.1"]
+        assert rep.params == {} and f"x{speed}" in rep.rows[0].group
+        assert [p.name for p in rep.write(tmp_path / str(speed))] == [
+            "forward_rows.csv", "forward_summary.json", "forward_tables.md"]
+    assert len(got[1.0]) == 2
+    for slow, fast in zip(got[1.0], got[2.0], strict=True):
+        assert fast == pytest.approx(2 * slow, rel=1e-3)
