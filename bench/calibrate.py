@@ -12,8 +12,9 @@ table covers) and the official summary tables given. Writes to OUT:
 - forward_summary.json and forward_tables.md: per step the median, p75, p90 and the
   shares within 10% and 25%, by benchmark, scenario, accelerator family and node
   count, and the 20 worst rows;
-- efficiency.csv: the parameters fitted on every round before the newest (v6.0 and
-  earlier), the ones shipped (copy it to tokenmark/data/ with --install);
+- efficiency.csv and model_levels.csv: the parameters and model levels fitted on every
+  round before the newest (v6.0 and earlier), the ones shipped (copied to
+  tokenmark/data/ with --install);
   efficiency_before_<R>.csv: each step's fit, written as soon as it is made (so
   bench/seed_ratios.py --efficiency can start on the v6.1 step's fit while v6.1 is
   still being predicted).
@@ -24,7 +25,7 @@ output for the code of 279d459) into the same tables in DIR.
     .venv/bin/python bench/calibrate.py [--rounds v5.1,v6.0,v6.1] [--score v5.1,v6.0]
         [--out DIR] [--offline-only] [--workers N] [--cache DIR] [--latency-rows N]
         [--cached-predictions] [--cached-inversions]
-        [--latency-before ROUND] [--install]
+        [--latency-before ROUND] [--install] [--table DIR]
     .venv/bin/python bench/calibrate.py --tables-from bench/out/forward/before
 """
 
@@ -37,8 +38,9 @@ import time
 from pathlib import Path
 
 from tokenmark.api.simulation import calibrate
-from tokenmark.sim.calibration import LATENCY_ROWS_PER_GROUP
+from tokenmark.sim.calibration import LATENCY_ROWS_PER_GROUP, TableParams
 from tokenmark.sim.calibration_report import read_scored, write_efficiency, write_forward
+from tokenmark.sim.params import read_efficiency, read_levels
 from tokenmark.sim.published import read_rounds
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,11 +51,11 @@ def _pct(v: float) -> str:
     return f"{v * 100:5.1f}%"
 
 
-def _print(tables: dict) -> None:  # type: ignore[type-arg]
+def _print(tables: dict, how: str = "fitted on the rounds before it") -> None:  # type: ignore[type-arg]
     for step, t in tables.items():
         o = t["overall"]
         cov = t.get("coverage", {})
-        print(f"\n{step} (fitted on the rounds before it): {o['rows']} rows"
+        print(f"\n{step} ({how}): {o['rows']} rows"
               + (f" of {cov['closed_llm_rows']} closed LLM rows" if cov else "")
               + f"; median {_pct(o['median'])}, p75 {_pct(o['p75'])}, p90 {_pct(o['p90'])}, "
               f"within 10% {_pct(o['within_10'])}, within 25% {_pct(o['within_25'])}")
@@ -61,6 +63,17 @@ def _print(tables: dict) -> None:  # type: ignore[type-arg]
             for k, s in t[f"by_{part}"].items():
                 print(f"  {part:<10}{k:<26}{s['rows']:>5}  median {_pct(s['median'])}  "
                       f"p90 {_pct(s['p90'])}  signed {s['median_signed'] * 100:+6.1f}%")
+
+
+def _fixed_table(d: Path | None) -> TableParams | None:
+    if d is None:
+        return None
+    if not (d / "efficiency.csv").is_file():
+        raise SystemExit(f"--table {d}: no efficiency.csv there (give the folder "
+                         "bench/calibrate.py wrote, or tokenmark/data)")
+    lv = d / "model_levels.csv"
+    return TableParams(read_efficiency(d / "efficiency.csv"),
+                       read_levels(lv) if lv.is_file() else ({}, 0.0), str(d))
 
 
 def _mkdir(p: Path) -> Path:
@@ -105,7 +118,12 @@ def main() -> None:
                     help="with --cache: score only the predictions already cached (an "
                          "evaluation cut short; the coverage line counts what is left out)")
     ap.add_argument("--install", action="store_true",
-                    help="copy the fitted efficiency.csv into tokenmark/data/")
+                    help="copy the fitted efficiency.csv and model_levels.csv into "
+                         "tokenmark/data/")
+    ap.add_argument("--table", type=Path, default=None, metavar="DIR",
+                    help="fit nothing: predict every step with DIR/efficiency.csv and "
+                         "DIR/model_levels.csv (tokenmark/data: the shipped ones), to "
+                         "score a fixed table as a fit is")
     ap.add_argument("--tables-from", type=Path, default=None,
                     help="only write the tables of DIR/forward_predictions.csv into DIR")
     args = ap.parse_args()
@@ -125,11 +143,13 @@ def main() -> None:
                     cached_predictions=args.cached_predictions,
                     latency_before=args.latency_before,
                     cached_inversions=args.cached_inversions,
+                    table=_fixed_table(args.table),
                     fitted=lambda rnd, f: write_efficiency(
                         _mkdir(args.out) / f"efficiency_before_{rnd}.csv", f.table()),
                     progress=lambda m: print(f"[{time.perf_counter() - t:7.1f} s] {m}",
                                              flush=True))
-    _print(rep.tables())
+    _print(rep.tables(), f"predicted with {args.table}" if args.table else
+           "fitted on the rounds before it")
     print("\nrefused rows by reason (LLM rows):")
     for reason, n in rep.ineligible_reasons().items():
         print(f"  {n:4d}  {reason}")
@@ -137,8 +157,9 @@ def main() -> None:
         print(f"note: {note}")
     print(f"\nwritten to {args.out} in {time.perf_counter() - t:.0f} s")
     if args.install:
-        shutil.copy(args.out / "efficiency.csv", ROOT / "tokenmark" / "data" / "efficiency.csv")
-        print("installed tokenmark/data/efficiency.csv")
+        for name in ("efficiency.csv", "model_levels.csv"):
+            shutil.copy(args.out / name, ROOT / "tokenmark" / "data" / name)
+            print(f"installed tokenmark/data/{name}")
 
 
 if __name__ == "__main__":

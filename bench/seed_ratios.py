@@ -1,9 +1,9 @@
 """The seed's ratios, predicted by the simulator beside the published v6.1 figures.
 
 Predicts, through the one prediction path (tokenmark/sim/predict.py) with the shipped
-parameters (tokenmark/data/efficiency.csv: still the v4.1-v5.1 fit, docs/reference.md
-says why) or those of a calibration output folder (``--efficiency DIR/efficiency.csv``;
-bench/out/forward/after_v6.1_offline/efficiency.csv is the fit on v6.0 and earlier),
+parameters (tokenmark/data/efficiency.csv and model_levels.csv) or those of a
+calibration output folder (``--efficiency DIR/efficiency.csv``, with
+DIR/model_levels.csv when there is one),
 under the v6.1 rules:
 
 - Vera Rubin NVL72 (72 x VR200) against GB300 NVL72 (72 x GB300) on DeepSeek-R1
@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tokenmark.perfmodel import find_accelerator
+from tokenmark.perfmodel import find_accelerator, find_model
 from tokenmark.sim.calibration import Lengths, limits_for
-from tokenmark.sim.params import efficiency_for, read_efficiency
+from tokenmark.sim.params import efficiency_for, read_efficiency, read_levels
 from tokenmark.sim.plan import ClusterSpec
 from tokenmark.sim.predict import Prediction, predict
 
@@ -43,10 +43,13 @@ ROUND = "v6.1"
 
 def _table(path: Path | None) -> Any:
     """Efficiency lookup as every prediction makes it (tokenmark.sim.params.efficiency_for)
-    over the packaged efficiency.csv or another one."""
+    over the packaged efficiency.csv and model_levels.csv or another folder's."""
     rows = read_efficiency(path) if path is not None else None
-    return lambda acc, scenario: efficiency_for(find_accelerator(acc), "trtllm", None,
-                                                scenario, rows)
+    lv = path.parent / "model_levels.csv" if path is not None else None
+    levels = read_levels(lv) if lv is not None and lv.exists() else None
+    return lambda acc, bench, scenario: efficiency_for(
+        find_accelerator(acc), "trtllm", None, scenario, rows,
+        model=find_model(bench).name, levels=levels)
 
 
 def _predict(acc: str, bench: str, scenario: str, nodes: int, eff: Any, lengths: Lengths,
@@ -55,8 +58,8 @@ def _predict(acc: str, bench: str, scenario: str, nodes: int, eff: Any, lengths:
     spec = ClusterSpec(acc, bench, nodes=nodes, per_node=4, stack="trtllm",
                        rules_round=ROUND)
     samples = bench.startswith("qwen3-vl")
-    return predict(spec, scenario, inp, out, offline_eff=eff(acc, "Offline"),
-                   latency_eff=eff(acc, scenario), limits=limits_for(bench, scenario, ROUND),
+    return predict(spec, scenario, inp, out, offline_eff=eff(acc, bench, "Offline"),
+                   latency_eff=eff(acc, bench, scenario), limits=limits_for(bench, scenario, ROUND),
                    samples=samples, requests=requests, encoder=enc)
 
 

@@ -151,6 +151,33 @@ def test_tensor_parallel_all_reduce_by_hand():
     assert CostModel(wide).step([], [500] * 32).comm_ns == int(80 * 2 * (per_op_out + 10_000))
 
 
+def test_a_model_level_divides_every_step_time_but_communication():
+    # the hand-computed decode step above, for a model whose kernels run 1.25x as fast
+    # as its group's (its level): compute, memory and the step overhead over 1.25
+    eff = Efficiency(mfu=0.5, mbu=0.8, step_overhead_ns=1_000_000, seq_overhead_ns=4_000)
+    fast = eff.at_speed(1.25)
+    cost = CostModel(Deployment(H200, L8B, efficiency=fast)).step([], [1000] * 64)
+    kv = 32 * 2 * 8 * 128 * 2
+    memory = (8.03e9 * 2 + kv * 64 * 1000 + kv * 64) / (4.8e12 * 0.8 * 1.25) * 1e9
+    compute = (2 * (BODY + HEAD) * 64 + 4 * 32 * 32 * 128 * 64 * 1000) / (989e12 * 0.5 * 1.25) * 1e9
+    assert cost.memory_ns == int(memory)
+    assert cost.compute_ns == int(compute)
+    assert cost.overhead_ns == int((1_000_000 + 4_000 * 64) / 1.25)
+    assert cost.total_ns == int(memory + (1_000_000 + 4_000 * 64) / 1.25)
+    # the all-reduces of the tensor-parallel test below are the links' time: unchanged
+    l70 = find_model("llama2-70b-99")
+    links = Efficiency(link_efficiency=0.5, allreduce_latency_ns=10_000)
+    per_op = 2 * (2 - 1) / 2 * 32 * 8192 * 2 / (450 * 0.5)
+    for speed in (0.5, 2.0):
+        d = Deployment(H200, l70, Precision.FP8, tp=2, efficiency=links.at_speed(speed))
+        assert CostModel(d).step([], [500] * 32).comm_ns == int(80 * 2 * (per_op + 10_000))
+    # the cap on compute efficiency still holds; speed 1 is the group's parameters
+    assert Efficiency(mfu=0.6, size_exponent=1.0).at_speed(1.5).mfu_for(16384) == 0.98
+    assert eff.at_speed(1.0) is eff
+    with pytest.raises(ValueError, match="positive"):
+        eff.at_speed(0.0)
+
+
 def test_size_exponent_scales_compute_efficiency():
     eff = Efficiency(mfu=0.6, size_exponent=1.0)
     assert eff.mfu_for(8192) == pytest.approx(0.6)

@@ -5,6 +5,7 @@ the prediction error on published rows themselves."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -188,6 +189,19 @@ def test_each_scenario_takes_its_own_calibrated_row(monkeypatch):
     assert params.efficiency_for(h100, round_="v4.1", scenario="Interactive").mbu == 0.4
     # a stack without its own rows falls back to the architecture's row for any scenario
     assert params.efficiency_for(h100, stack="vllm", scenario="Offline").mbu == 0.7
+    # with a model: the group's row at the model's level (its newest round up to the
+    # row's on the stack; a model without a level takes the new-model prior)
+    levels = ({("Llama-3.1-8B", "trtllm", "v4.1"): math.log(0.5),
+               ("Llama-3.1-8B", "trtllm", "v5.1"): math.log(0.8)}, math.log(0.9))
+    got = params.efficiency_for(h100, scenario="Offline", model="Llama-3.1-8B", levels=levels)
+    assert got.mbu == pytest.approx(0.6 * 0.8) and got.mfu == pytest.approx(0.45 * 0.8)
+    assert got.step_overhead_ns == round(1_500_000 / 0.8)
+    assert "Llama-3.1-8B/trtllm/v5.1" in got.source
+    old = params.efficiency_for(h100, round_="v4.1", scenario="Offline",
+                                model="Llama-3.1-8B", levels=levels)
+    assert old.mbu == pytest.approx(0.5 * 0.5)
+    new = params.efficiency_for(h100, scenario="Offline", model="gpt-oss-120b", levels=levels)
+    assert new.mbu == pytest.approx(0.6 * 0.9) and "new model" in new.source
 
 
 def test_a_new_architecture_takes_its_vendors_most_capable_one():
@@ -238,3 +252,101 @@ def test_latency_rows_are_predicted_in_turn_per_benchmark_scenario_and_architect
     # groups sorted: (a, Interactive, Y), (a, Server, X), (b, Server, X)
     assert got == [4, 0, 3, 1, 5, 2]
     assert sorted(got) == list(range(6))
+
+
+def test_a_new_models_level_is_fitted_against_its_group_and_becomes_the_prior():
+    """Two rounds of Hopper/TensorRT-LLM Offline rows generated with one set of group
+    parameters: Llama-3.1-8B at the group's speed in both, Mixtral-8x7B (the same hidden
+    size, so the size exponent cannot tell them apart) debuting in v5.1 with kernels 0.6x
+    as fast. The fit gives Mixtral a level well below Llama's, its rows' error falls,
+    and a model the training set never saw takes the debut level (the new-model prior)."""
+    from types import SimpleNamespace
+
+    from tokenmark.sim.calibration import LEVEL_SHRINK, Fit
+
+    truth = Efficiency(mfu=0.55, mbu=0.7, step_overhead_ns=2_000_000, seq_overhead_ns=5_000)
+    rows, traces = [], {}
+    for rnd, bench, speed in (("v4.1", "llama3.1-8b", 1.0), ("v5.1", "llama3.1-8b", 1.0),
+                              ("v5.1", "mixtral-8x7b", 0.6)):
+        for acc in ("H100", "H200"):
+            d = Deployment(find_accelerator(acc), find_model(bench), Precision.FP8,
+                           efficiency=UNIT)
+            t = _trace(d, _requests(250, seed=len(rows)))
+            row = SimpleNamespace(round=rnd, scenario="Offline", benchmark=bench,
+                                  system_key=(rnd, "s", acc), index=len(rows), source="t",
+                                  result=predict_rate(t, truth.at_speed(speed)))
+            s = SimpleNamespace(row=row, key=("t", len(rows)), arch="Hopper", stack="trtllm",
+                                vendor="NVIDIA", plans=[SimpleNamespace(deployment=d)])
+            traces[s.key] = [t]
+            rows.append(s)
+    f = Fit(rows, traces)  # type: ignore[arg-type]
+    mixtral = f.speed(rows[4])[0]
+    llama = f.speed(rows[2])[0]
+    assert f.speed(rows[4])[1] == "Mixtral-8x7B/trtllm/v5.1"
+    # 0.6 in truth; the shrinkage (2 rows + LEVEL_SHRINK at zero) leaves part of the
+    # gap to the v5.1 group, whose four parameters also fit the two models' different
+    # compute/memory mix: measured 0.78
+    assert LEVEL_SHRINK == 1.0
+    assert 0.6 < mixtral / llama < 0.85
+
+    def ape(s: SimpleNamespace, eff: Efficiency) -> float:
+        return abs(predict_rate(traces[s.key][0], eff) / s.row.result - 1.0)
+
+    with_level = [ape(s, f.offline_params(s)[0]) for s in rows[4:]]  # type: ignore[arg-type]
+    group_only = [ape(s, f._offline(s)[0]) for s in rows[4:]]  # type: ignore[arg-type]
+    # measured 5% and 10% against 20% and 26%
+    assert sum(with_level) < 0.5 * sum(group_only)
+    # the only model that debuted after the training set's first round sets the prior
+    assert list(f.debuts) == ["Mixtral-8x7B"]
+    v, how = f.model_level("gpt-oss-120b", "trtllm", "v6.0")
+    assert how == "new model" and math.exp(v) == pytest.approx(mixtral)
+    # a model seen only on another stack takes that stack's level of its newest round
+    assert f.model_level("Llama-3.1-8B", "vllm", "v6.0")[1] == "Llama-3.1-8B/*/v5.1"
+    # a row of v4.1 never takes a level fitted on v5.1
+    assert f.model_level("Mixtral-8x7B", "trtllm", "v4.1")[1] == "new model"
+    # latency rows of v4.1 only: the v5.1 group, without latency rows of its own, ships
+    # the (Hopper, trtllm, all rounds) group's mbu as a v5.1 row's latency_params take it,
+    # each inverted mbu over its model's speed (Llama's level in v4.1); before, the v5.1
+    # rows shipped their Offline mbu for Server and Interactive
+    lat = []
+    for i, acc in enumerate(("H100", "H200")):
+        row = SimpleNamespace(round="v4.1", scenario="Server", benchmark="llama3.1-8b",
+                              system_key=("v4.1", "s", acc), index=100 + i, source="t",
+                              result=1.0)
+        lat.append(SimpleNamespace(row=row, key=("t", 100 + i), arch="Hopper",
+                                   stack="trtllm", vendor="NVIDIA", plans=rows[0].plans))
+    f.train = rows + lat
+    f.set_inverted({s.key: (0, [mbu, mbu]) for s, mbu in zip(lat, (0.3, 0.5), strict=True)})
+    sp = f.speed(lat[0])[0]
+    want = math.sqrt(0.3 * 0.5) / sp  # the median log of two: their geometric mean
+    table = f.table()
+    assert table[("Hopper", "trtllm", "v5.1", "Server")][0].mbu == pytest.approx(want)
+    assert table[("Hopper", "trtllm", "v5.1", "Interactive")][0].mbu == pytest.approx(want)
+    assert f.latency_params(rows[2])[0].mbu == pytest.approx(want * f.speed(rows[2])[0])
+
+
+def test_a_fixed_table_is_scored_at_each_models_level(tmp_path: Path):
+    """``forward_evaluation(table=...)`` fits nothing and predicts with the table: a
+    level of 2 for Llama-3.1-8B halves every step's compute, memory and overhead time on
+    one-accelerator replicas (no links), so every Offline prediction doubles."""
+    from tokenmark.sim.calibration import TableParams
+    from tokenmark.sim.params import EfficiencyRow
+
+    rows = [r for r in read_rounds(RESULTS_CSV, [SUMMARIES / "v5.1_summary_results.json"])
+            if r.eligible and r.benchmark == "llama3.1-8b" and r.scenario == "Offline"
+            and r.round == "v5.1" and r.accelerator == "H200"][:2]
+    assert len(rows) == 2
+    eff = Efficiency(mfu=0.3, mbu=0.4, step_overhead_ns=1_000_000, seq_overhead_ns=2_000)
+    table = (EfficiencyRow("*", "*", "*", eff, 3, 0.1, "*"),)
+    got = {}
+    for speed in (1.0, 2.0):
+        t = TableParams(table, ({("Llama-3.1-8B", "trtllm", "v5.1"): math.log(speed)}, 0.0),
+                        f"x{speed}")
+        rep = forward_evaluation(rows, ["v5.1"], server=False, table=t)
+        got[speed] = [r.predicted for r in rep.rows if r.step == "v5.1"]
+        assert rep.params == {} and f"x{speed}" in rep.rows[0].group
+        assert [p.name for p in rep.write(tmp_path / str(speed))] == [
+            "forward_rows.csv", "forward_summary.json", "forward_tables.md"]
+    assert len(got[1.0]) == 2
+    for slow, fast in zip(got[1.0], got[2.0], strict=True):
+        assert fast == pytest.approx(2 * slow, rel=1e-3)

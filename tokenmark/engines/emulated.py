@@ -196,7 +196,8 @@ class EmulatorSpec:
             else:
                 tp, replicas = n, 1
         replicas = replicas or 1
-        eff = efficiency_for(acc, parse_stack(self.stack) if self.stack else None)
+        eff = efficiency_for(acc, parse_stack(self.stack) if self.stack else None,
+                             model=model.name)
         policy = ServingPolicy(max_num_seqs=self.max_num_seqs or 256,
                                max_batched_tokens=self.max_batched_tokens or 8192)
         if self.precision:

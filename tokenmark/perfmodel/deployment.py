@@ -105,6 +105,23 @@ class Efficiency:
         scaled = self.mfu * float(hidden / REFERENCE_HIDDEN) ** self.size_exponent
         return float(min(max(MAX_MFU, self.mfu), scaled))
 
+    def at_speed(self, speed: float, source: str | None = None) -> Efficiency:
+        """These parameters for a model whose kernels run ``speed`` times as fast as
+        the group's (its *level*, :mod:`tokenmark.sim.calibration`): ``mfu`` and ``mbu``
+        times ``speed``, the step and per-sequence overheads divided by it, so every
+        step's compute (below the cap of ``MAX_MFU``), memory, serial and overhead time
+        is divided by ``speed``
+        (communication, a property of the links, is not). ``speed`` 1 returns the
+        parameters unchanged."""
+        if speed == 1.0 and source is None:
+            return self
+        if not speed > 0:
+            raise ValueError(f"a model's speed must be positive, not {speed}")
+        return replace(self, mfu=self.mfu * speed, mbu=self.mbu * speed,
+                       step_overhead_ns=round(self.step_overhead_ns / speed),
+                       seq_overhead_ns=round(self.seq_overhead_ns / speed),
+                       source=self.source if source is None else source)
+
 
 @dataclass(frozen=True, slots=True)
 class ServingPolicy:

@@ -28,6 +28,24 @@ and earlier), so what users get is what was scored.
   deviation of ``log mbu``) and the median ``mbu`` under it. The rest of a latency
   row's parameters are its group's stage-1 values.
 
+**Model levels**: a group's parameters hold all its models, but a model new to an
+architecture and stack runs on less mature kernels than the models the stack has been
+tuned for (the fit on the rounds up to v6.0 puts gpt-oss-120b on TensorRT-LLM in v6.0,
+its first round, at 0.50x its groups; Qwen3-VL, whose image sizes are assumed, at 1.58x). Each
+(model, stack, round) with Offline rows in the training set gets a *level*, the log of
+how many times as fast as its group's parameters say its rows run
+(:meth:`~tokenmark.perfmodel.Efficiency.at_speed`: compute and bandwidth efficiency
+times the speed, the fixed overheads over it; the links' time is not the kernels'), by
+backfitting: the sum of its rows' log residuals against their groups over the row count
+plus ``LEVEL_SHRINK`` (shrunk toward the group), the groups refitted on the results
+over the speeds, ``LEVEL_ITERS`` times. A row takes its model's level of the newest
+training round up to its own on its stack (else on any stack); a model the training set
+never saw takes the **new-model prior**: the median level of the training set's models
+in their first round (those that debuted after its first round), so what a new model's
+kernels cost is fitted on earlier debuts, never set per model or row. Stage 2's
+inversions are divided by their row's speed, so a latency group's ``mbu`` is the
+group's too. Levels are per model, stack and round - never per system or row.
+
 **Groups** go from specific to general: (architecture, stack, round) - the round
 standing for the software release - where the newest round up to the row's own with
 rows from at least ``MIN_SYSTEMS`` systems is taken (a round's software is at least
@@ -66,6 +84,7 @@ from tokenmark.mlperf.settings import LatencyLimits, Scenario
 from tokenmark.perfmodel import Deployment, Efficiency, find_accelerator
 from tokenmark.sim.calibration_report import CalibrationReport, Level, RowResult
 from tokenmark.sim.fit import OfflineTrace, fit_efficiency, predict_rate
+from tokenmark.sim.params import EfficiencyRow, Levels, efficiency_for, level_of
 from tokenmark.sim.plan import ClusterSpec, Plan, candidates, round_key
 from tokenmark.sim.predict import (
     SCREEN_TOL,
@@ -79,13 +98,17 @@ from tokenmark.sim.run import request_arrays
 from tokenmark.sim.workloads import synthetic_dataset
 
 __all__ = ["FORWARD_ROUNDS", "CalibrationReport", "Fit", "RowResult", "Setup",
-           "forward_evaluation", "prepare"]
+           "TableParams", "forward_evaluation", "prepare"]
 
 MIN_SYSTEMS = 2
 FORWARD_ROUNDS = ("v5.1", "v6.0", "v6.1")
 ALPHA_GRID = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2)
 SERIALS = (0.0, 1.0)
 MBU_BOUNDS = (0.05, 1.0)
+#: A model level is shrunk toward its group as if it had this many more rows at zero.
+LEVEL_SHRINK = 1.0
+#: Backfitting rounds of the model levels and the groups.
+LEVEL_ITERS = 3
 #: Stage 2 inverts at most this many systems' rows per architecture and scenario.
 LATENCY_ROWS_PER_GROUP = 12
 #: The nominal latency pair at which a latency row's candidate is picked for stage 2.
@@ -292,6 +315,12 @@ def _run(fn: Callable[[Any], Any], jobs: list[Any], workers: int, cache_dir: Pat
 # -- fitting ------------------------------------------------------------------------------
 
 
+def model_of(s: Setup) -> str:
+    """The model a row runs (models.csv's name: both llama2-70b accuracy targets are
+    one model)."""
+    return s.plans[0].deployment.model.name
+
+
 class Fit:
     """The parameters fitted on one training set (module docstring)."""
 
@@ -304,7 +333,13 @@ class Fit:
         self.latency: list[Setup] = []
         self._stage1: dict[tuple[Level, float], tuple[Efficiency, float, int] | None] = {}
         self._stage2: dict[tuple[Level, str], tuple[float, float, int] | None] = {}
+        #: log speed of each (model, stack, round) with Offline rows (the model level)
+        self.level: dict[tuple[str, str, str], float] = {}
+        self.level_rows: dict[tuple[str, str, str], int] = {}
         self.alpha = self._fit_alpha()
+        self.new_model = 0.0
+        self.debuts: dict[str, tuple[str, float]] = {}
+        self._fit_levels()
 
     def set_inverted(self, inverted: dict[tuple[Any, ...], tuple[int, list[float]]]) -> None:
         """Stage 2's inversions of the training latency rows."""
@@ -372,7 +407,68 @@ class Fit:
 
     # -- stage 1 ----------------------------------------------------------------------------
     def _pairs(self, rows: Iterable[Setup]) -> list[tuple[list[OfflineTrace], float]]:
-        return [(self.traces[s.key], s.row.result) for s in rows]
+        """Each row's traces and published result over its model's speed (the group's
+        parameters describe the models at level 0)."""
+        return [(self.traces[s.key], s.row.result / math.exp(self._own_level(s)))
+                for s in rows]
+
+    # -- model levels -------------------------------------------------------------------
+    @staticmethod
+    def _level_key(s: Setup) -> tuple[str, str, str]:
+        return (model_of(s), s.stack, s.row.round)
+
+    def _own_level(self, s: Setup) -> float:
+        return self.level.get(self._level_key(s), 0.0)
+
+    def _fit_levels(self) -> None:
+        """The model levels (module docstring), by backfitting: each pass, a model's
+        level is the sum of its rows' log residuals against their groups (the groups'
+        predictions at level 0) over its row count plus ``LEVEL_SHRINK`` (shrunk toward
+        the group as if it had that many more rows at zero), and the groups are refitted
+        on the results over the models' speeds; then the new-model prior from the
+        models' debut rounds."""
+        for _ in range(LEVEL_ITERS):
+            resid: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+            for s in self.offline:
+                eff = self._offline(s)[0]
+                pred = max(predict_rate(t, eff) for t in self.traces[s.key])
+                resid[self._level_key(s)].append(math.log(s.row.result / max(pred, 1e-9)))
+            for k, r in resid.items():
+                self.level[k] = sum(r) / (len(r) + LEVEL_SHRINK)
+                self.level_rows[k] = len(r)
+            self._stage1.clear()
+        # a model's debut: its first round, when that is not the first round of the
+        # training set (a model already there in the first round debuted before it)
+        first_round = min((s.row.round for s in self.offline), key=round_key, default="")
+        debut: dict[str, str] = {}
+        for (m, _st, rnd) in self.level:
+            if m not in debut or round_key(rnd) < round_key(debut[m]):
+                debut[m] = rnd
+        self.debuts = {}
+        for m, rnd in debut.items():
+            if rnd == first_round:
+                continue
+            ks = [k for k in self.level if k[0] == m and k[2] == rnd]
+            n = sum(self.level_rows[k] for k in ks)
+            self.debuts[m] = (rnd, sum(self.level[k] * self.level_rows[k] for k in ks) / n)
+        self.new_model = (float(np.median([v for _, v in self.debuts.values()]))
+                          if self.debuts else 0.0)
+
+    def model_level(self, model: str, stack: str, round_: str) -> tuple[float, str]:
+        """The log speed of ``model`` on ``stack`` for a row of ``round_``
+        (:func:`~tokenmark.sim.params.level_of` over this fit's levels)."""
+        return level_of((self.level, self.new_model), model, stack, round_)
+
+    def levels_table(self) -> list[tuple[str, str, str, float, int]]:
+        """(model, stack, round, speed, rows) of every level, and the new-model prior
+        as ``("*", "*", "*", speed, debut models)`` (model_levels.csv's rows)."""
+        out = [(*k, math.exp(v), self.level_rows[k]) for k, v in sorted(self.level.items())]
+        out.append(("*", "*", "*", math.exp(self.new_model), len(self.debuts)))
+        return out
+
+    def speed(self, s: Setup) -> tuple[float, str]:
+        v, how = self.model_level(model_of(s), s.stack, s.row.round)
+        return math.exp(v), how
 
     def stage1(self, level: Level, alpha: float | None = None
                ) -> tuple[Efficiency, float, int] | None:
@@ -408,7 +504,11 @@ class Fit:
         return replace(Efficiency(), size_exponent=a, source="defaults"), "defaults"
 
     def offline_params(self, s: Setup) -> tuple[Efficiency, str]:
-        return self._offline(s)
+        """A row's Offline parameters: its group's at its model's speed."""
+        eff, used = self._offline(s)
+        sp, how = self.speed(s)
+        return (eff.at_speed(sp, f"{eff.source}; model {how} x{sp:.3f}"),
+                f"{used}; model {how} x{sp:.3f}")
 
     # -- stage 2 ----------------------------------------------------------------------------
     def stage2(self, level: Level, scenario: str) -> tuple[float, float, int] | None:
@@ -424,7 +524,9 @@ class Fit:
             else:
                 best: tuple[float, float, float] | None = None
                 for j, serial in enumerate(SERIALS):
-                    logs = np.log([self.inverted[s.key][1][j] for s in rows])
+                    # the group's mbu: each inverted mbu over its row's model speed
+                    logs = np.log([self.inverted[s.key][1][j] / self.speed(s)[0]
+                                   for s in rows])
                     med = float(np.median(logs))
                     mad = float(np.median(np.abs(logs - med)))
                     if best is None or mad < best[0]:
@@ -435,11 +537,13 @@ class Fit:
 
     def latency_params(self, s: Setup) -> tuple[Efficiency, str]:
         eff, used = self.offline_params(s)
+        sp = self.speed(s)[0]
         for level in self.levels(s):
             for sc in (s.row.scenario, ""):
                 got = self.stage2(level, sc)
                 if got is not None:
                     mbu, serial, _ = got
+                    mbu *= sp
                     return (replace(eff, mbu=mbu, serial_fraction=serial,
                                     source=f"{eff.source}; {'/'.join(level)} {sc or 'latency'}"),
                             f"{used} (mbu {mbu:.3f}, serial {serial:g} from "
@@ -449,23 +553,53 @@ class Fit:
     # -- the shipped table ------------------------------------------------------------------
     def table(self) -> dict[tuple[str, str, str, str], tuple[Efficiency, float, int]]:
         """Every group's parameters per scenario (efficiency.csv's rows)."""
-        levels: set[Level] = set()
+        # each group with the groups a row falls back to after it (latency_params' order)
+        chains: dict[Level, list[Level]] = {}
         for s in self.train:
-            levels.update(lv for lv in self.levels(s) if lv[2] == "*" or lv[2] == s.row.round)
+            chain = self.levels(s)
+            for i, lv in enumerate(chain):
+                if lv[2] == "*" or lv[2] == s.row.round:
+                    chains.setdefault(lv, chain[i:])
         out: dict[tuple[str, str, str, str], tuple[Efficiency, float, int]] = {}
-        for lv in sorted(levels):
+        for lv in sorted(chains):
             base = self.stage1(lv)
             if base is None:
                 continue
             out[(*lv, "Offline")] = base
             for sc in ("Server", "Interactive"):
-                got = self.stage2(lv, sc) or self.stage2(lv, "")
+                # a group without latency rows of its own takes the next one's, as a
+                # row's latency_params does (not its Offline mbu)
+                got = next((g for g in (self.stage2(c, x) for c in chains[lv]
+                                        for x in (sc, "")) if g is not None), None)
                 if got is not None:
                     eff = replace(base[0], mbu=got[0], serial_fraction=got[1])
                     out[(*lv, sc)] = (eff, base[1], got[2])
                 else:
                     out[(*lv, sc)] = base
         return out
+
+
+class TableParams:
+    """A fixed parameter table (an ``efficiency.csv`` and its ``model_levels.csv``, e.g.
+    the packaged ones) in the place of a fit: each row takes what
+    :func:`~tokenmark.sim.params.efficiency_for` gives a user simulating its system (the
+    newest round of the table), so a shipped table is scored on a round as a fit is."""
+
+    def __init__(self, rows: tuple[EfficiencyRow, ...] | None, levels: Levels | None,
+                 name: str) -> None:
+        self.rows, self.levels, self.name = rows, levels, name
+        self.alpha = float("nan")
+
+    def _params(self, s: Setup, scenario: str) -> tuple[Efficiency, str]:
+        eff = efficiency_for(s.plans[0].deployment.accelerator, s.stack, None, scenario,
+                             self.rows, model=model_of(s), levels=self.levels)
+        return eff, f"{self.name}: {eff.source}"
+
+    def offline_params(self, s: Setup) -> tuple[Efficiency, str]:
+        return self._params(s, "Offline")
+
+    def latency_params(self, s: Setup) -> tuple[Efficiency, str]:
+        return self._params(s, s.row.scenario)
 
 
 def _latency_sample(rows: list[Setup], per_group: int = LATENCY_ROWS_PER_GROUP
@@ -534,7 +668,7 @@ def fit(train: list[Setup], *, server: bool = True, requests: int = 1500,
 class ForwardStep:
     round: str
     train_rows: int
-    fit: Fit
+    fit: Fit | TableParams
     results: list[RowResult] = field(default_factory=list)
 
 
@@ -568,6 +702,7 @@ def forward_evaluation(
     cached_predictions: bool = False,
     latency_before: str | None = None,
     cached_inversions: bool = False,
+    table: TableParams | None = None,
 ) -> CalibrationReport:
     """Fit on the rounds before each of ``rounds_`` and predict that round's rows
     (those in ``score``, default all of ``rounds_``; a round not scored is still
@@ -576,7 +711,9 @@ def forward_evaluation(
     ``cached_predictions`` only the predictions already in ``cache_dir`` are scored (an
     evaluation cut short: the coverage line shows the rows left out). With
     ``latency_before``, stage 2 inverts only latency rows of the rounds before it; with
-    ``cached_inversions``, it uses only the inversions already in ``cache_dir``."""
+    ``cached_inversions``, it uses only the inversions already in ``cache_dir``. With
+    ``table``, nothing is fitted: every step is predicted with that fixed table (the
+    report then carries no parameters to ship)."""
     say = progress or (lambda _m: None)
     lengths = Lengths()
     results: list[RowResult] = []
@@ -597,14 +734,19 @@ def forward_evaluation(
     for rnd in rounds_:
         train = [s for _, s in setups if round_key(s.row.round) < round_key(rnd)]
         test = [(rr, s) for rr, s in setups if s.row.round == rnd]
-        say(f"{rnd}: fitting on {len(train)} rows of the rounds before it")
-        f = fit(train, server=server, requests=requests, workers=workers,
-                cache_dir=cache_dir, latency_rows=latency_rows,
-                latency_before=latency_before, cached_inversions=cached_inversions,
-                say=say)
-        if fitted is not None:
-            fitted(rnd, f)
-        step = ForwardStep(rnd, len(train), f)
+        f: Fit | TableParams
+        if table is not None:
+            say(f"{rnd}: predicting with {table.name}")
+            f = table
+        else:
+            say(f"{rnd}: fitting on {len(train)} rows of the rounds before it")
+            f = fit(train, server=server, requests=requests, workers=workers,
+                    cache_dir=cache_dir, latency_rows=latency_rows,
+                    latency_before=latency_before, cached_inversions=cached_inversions,
+                    say=say)
+            if fitted is not None:
+                fitted(rnd, f)
+        step = ForwardStep(rnd, 0 if table is not None else len(train), f)
         steps.append(step)
         if rnd not in scored:
             continue
@@ -648,13 +790,25 @@ def forward_evaluation(
             rr.predicted, rr.deployment, rr.binding = value, label, binding
             rr.offline_bound, rr.unbounded = bound, unbounded
             step.results.append(rr)
-    last = steps[-1].fit if steps else None
     notes = [f"representable rows: {len(setups)} of {len(results)}"]
-    for st in steps:
+    if table is not None:
+        notes += [f"{st.round}: predicted with {table.name}, {len(st.results)} rows"
+                  for st in steps]
+        return CalibrationReport(results, {}, notes,
+                                 [st.round for st in steps if st.round in scored])
+    fits = [(st, st.fit) for st in steps if isinstance(st.fit, Fit)]
+    last = fits[-1][1] if fits else None
+    for st, ft in fits:
         notes.append(f"{st.round}: fitted on {st.train_rows} rows (size exponent "
-                     f"{st.fit.alpha}), {len(st.results)} rows predicted")
+                     f"{ft.alpha}), {len(st.results)} rows predicted")
+    for st, ft in fits:
+        debuts = ", ".join(f"{m} {r} x{math.exp(v):.3f}"
+                           for m, (r, v) in sorted(ft.debuts.items()))
+        notes.append(f"{st.round}: new-model prior x{math.exp(ft.new_model):.3f} "
+                     f"(median of the debut rounds' levels: {debuts or 'none'})")
     return CalibrationReport(results, last.table() if last is not None else {}, notes,
-                             [st.round for st in steps if st.round in scored])
+                             [st.round for st in steps if st.round in scored],
+                             last.levels_table() if last is not None else [])
 
 
 def write_inversions(path: Path, f: Fit) -> None:

@@ -208,6 +208,8 @@ class CalibrationReport:
     params: dict[tuple[str, str, str, str], tuple[Efficiency, float, int]]
     notes: list[str] = field(default_factory=list)
     scored_rounds: list[str] = field(default_factory=list)
+    #: the shipped model levels: (model, stack, round, speed, rows); model "*": the prior
+    levels: list[tuple[str, str, str, float, int]] = field(default_factory=list)
 
     def scored(self) -> list[Scored]:
         out = []
@@ -253,15 +255,17 @@ class CalibrationReport:
                             p.stack, p.precision or "", r.step, r.group, r.deployment,
                             r.binding, _num(r.predicted), _num(r.ape),
                             _num(r.offline_bound), _num(r.unbounded)])
-        eff_path = out_dir / "efficiency.csv"
-        write_efficiency(eff_path, self.params)
+        written = [rows_path]
+        if self.params:  # a fit's (a fixed table's evaluation ships nothing)
+            written.append(out_dir / "efficiency.csv")
+            write_efficiency(written[-1], self.params)
+            write_levels(out_dir / "model_levels.csv", self.levels)
         tables = write_forward(out_dir, self.scored(), "Forward-in-time evaluation",
                                self.representable())
         with open(out_dir / "forward_summary.json", "w", encoding="utf-8") as fh:
             json.dump({"tables": tables, "notes": self.notes,
                        "refused": self.ineligible_reasons()}, fh, indent=2)
-        return [rows_path, eff_path, out_dir / "forward_summary.json",
-                out_dir / "forward_tables.md"]
+        return [*written, out_dir / "forward_summary.json", out_dir / "forward_tables.md"]
 
     def ineligible_reasons(self) -> dict[str, int]:
         out: dict[str, int] = defaultdict(int)
@@ -288,6 +292,20 @@ def write_efficiency(path: Path, params: dict[tuple[str, str, str, str],
                         "fitted on the rounds up to v6.0 by bench/calibrate.py: mfu and "
                         "overheads on Offline rows, mbu and serial fraction on "
                         "Server/Interactive rows"])
+
+
+def write_levels(path: Path, levels: list[tuple[str, str, str, float, int]]) -> None:
+    """A fit's model levels (:meth:`~tokenmark.sim.calibration.Fit.levels_table`) as a
+    ``model_levels.csv``."""
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["model", "stack", "round", "speed", "rows", "notes"])
+        for model, st, rnd, speed, n in levels:
+            w.writerow([model, st, rnd, f"{speed:.4f}", n,
+                        "new-model prior: median level of the earlier models in their "
+                        "first round (n: models)" if model == "*" else
+                        "fitted by bench/calibrate.py on the Offline rows of the "
+                        "rounds before the newest forward step against their groups"])
 
 
 def _num(v: float) -> str:

@@ -24,6 +24,8 @@ submission uses; everyone else: vLLM).
 from __future__ import annotations
 
 import csv
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -33,7 +35,8 @@ from tokenmark.perfmodel import Accelerator, Efficiency, accelerators
 from tokenmark.perfmodel.hardware import read_data_csv
 
 __all__ = ["STACKS", "EfficiencyRow", "default_stack", "efficiency_for", "efficiency_rows",
-           "parse_stack", "read_efficiency", "round_key"]
+           "level_of", "model_levels", "model_speed", "parse_stack", "read_efficiency",
+           "read_levels", "round_key"]
 
 STACKS = ("trtllm", "vllm", "sglang", "other")
 
@@ -114,9 +117,71 @@ def _predecessor(acc: Accelerator, families: set[str]) -> str | None:
     return best[1] if best else None
 
 
+#: A model's level: log speed per (model, stack, round), and the new-model prior.
+Levels = tuple[Mapping[tuple[str, str, str], float], float]
+
+
+def level_of(levels: Levels, model: str, stack: str, round_: str | None = None
+             ) -> tuple[float, str]:
+    """The log speed of ``model`` on ``stack`` for a row of ``round_`` (None: the
+    newest), and where it came from: the model's level in the newest round up to
+    ``round_`` on that stack, else on any stack (the mean of that round's levels),
+    else the new-model prior (a model without rows: the median level of the earlier
+    models in their first round, see :mod:`tokenmark.sim.calibration`)."""
+    table, new_model = levels
+
+    def newest(keys: list[tuple[str, str, str]]) -> str | None:
+        ok = [k[2] for k in keys if round_ is None or round_key(k[2]) <= round_key(round_)]
+        return max(ok, key=round_key) if ok else None
+
+    own = [k for k in table if k[0] == model and k[1] == stack]
+    rnd = newest(own)
+    if rnd is not None:
+        return table[(model, stack, rnd)], f"{model}/{stack}/{rnd}"
+    anys = [k for k in table if k[0] == model]
+    rnd = newest(anys)
+    if rnd is not None:
+        vals = [table[k] for k in anys if k[2] == rnd]
+        return sum(vals) / len(vals), f"{model}/*/{rnd}"
+    return new_model, "new model"
+
+
+def _levels(records: tuple[dict[str, str], ...]) -> Levels:
+    table: dict[tuple[str, str, str], float] = {}
+    new_model = 0.0
+    for r in records:
+        v = math.log(float(r["speed"]))
+        if r["model"] == "*":
+            new_model = v
+        else:
+            table[(r["model"], r["stack"], r["round"])] = v
+    return table, new_model
+
+
+@cache
+def model_levels() -> Levels:
+    """The packaged ``data/model_levels.csv``."""
+    return _levels(read_data_csv("model_levels.csv"))
+
+
+def read_levels(path: Path) -> Levels:
+    """A ``model_levels.csv`` written by ``bench/calibrate.py`` elsewhere."""
+    with open(path, encoding="utf-8", newline="") as fh:
+        return _levels(tuple(csv.DictReader(fh)))
+
+
+def model_speed(model: str, stack: str, round_: str | None = None,
+                levels: Levels | None = None) -> tuple[float, str]:
+    """How many times as fast as its group's parameters say ``model`` (models.csv's
+    name) runs on ``stack`` (:func:`level_of` over the packaged levels or ``levels``)."""
+    v, how = level_of(model_levels() if levels is None else levels, model, stack, round_)
+    return math.exp(v), how
+
+
 def efficiency_for(acc: Accelerator, stack: str | None = None,
                    round_: str | None = None, scenario: str | None = None,
-                   rows: tuple[EfficiencyRow, ...] | None = None) -> Efficiency:
+                   rows: tuple[EfficiencyRow, ...] | None = None,
+                   model: str | None = None, levels: Levels | None = None) -> Efficiency:
     """The calibrated parameters for ``acc`` under ``stack`` (the vendor's reference
     stack when None) and software round (the newest fitted when None), for a scenario:
     ``Offline`` takes the rows fitted on Offline results, ``Interactive`` its own, and
@@ -125,8 +190,19 @@ def efficiency_for(acc: Accelerator, stack: str | None = None,
     architecture without rows, as calibration does: the vendor's most capable
     architecture with rows, with the stack, then without) -> vendor -> global; a file
     without a scenario column (``*``) serves every scenario. ``rows``: another table
-    than the packaged one (:func:`read_efficiency`)."""
+    than the packaged one (:func:`read_efficiency`). With ``model`` (models.csv's
+    name), the parameters at that model's speed on the stack (:func:`model_speed`;
+    ``levels``: other levels than the packaged ones)."""
     st = stack or default_stack(acc)
+    eff = _group_efficiency(acc, st, round_, scenario, rows)
+    if model is None:
+        return eff
+    speed, how = model_speed(model, st, round_, levels)
+    return eff.at_speed(speed, f"{eff.source}; model level {how} x{speed:.3f}")
+
+
+def _group_efficiency(acc: Accelerator, st: str, round_: str | None, scenario: str | None,
+                      rows: tuple[EfficiencyRow, ...] | None) -> Efficiency:
     want = scenario if scenario in ("Offline", "Interactive") else "Server"
     table = efficiency_rows() if rows is None else rows
     rows_ = tuple(r for r in table if r.scenario in (want, "*"))

@@ -168,7 +168,7 @@ def _base(spec: ClusterSpec, notes: list[str]) -> tuple[Deployment, Topology]:
     topo = _topology(spec, acc)
     precision = _precision(spec, acc, notes)
     eff = spec.efficiency or efficiency_for(acc, spec.stack, spec.software_round,
-                                            spec.scenario)
+                                            spec.scenario, model=model.name)
     notes.append(f"efficiency: {eff.source}")
     beams = spec.beams or _beams(spec.model)
     if beams > 1:

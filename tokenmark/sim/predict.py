@@ -34,7 +34,13 @@ from typing import Any
 import numpy as np
 
 from tokenmark.mlperf.settings import LatencyLimits
-from tokenmark.perfmodel import Deployment, Efficiency, ReplicaEngine, find_accelerator
+from tokenmark.perfmodel import (
+    Deployment,
+    Efficiency,
+    ReplicaEngine,
+    find_accelerator,
+    find_model,
+)
 from tokenmark.sim.fit import OfflineTrace, predict_rate
 from tokenmark.sim.params import efficiency_for
 from tokenmark.sim.plan import ClusterSpec, Plan, candidates, widened
@@ -147,8 +153,9 @@ def calibrated(spec: ClusterSpec, scenario: str) -> tuple[Efficiency, Efficiency
     if spec.efficiency is not None:
         return spec.efficiency, spec.efficiency
     acc = find_accelerator(spec.accelerator)
-    return (efficiency_for(acc, spec.stack, spec.software_round, "Offline"),
-            efficiency_for(acc, spec.stack, spec.software_round, scenario))
+    model = find_model(spec.model).name
+    return (efficiency_for(acc, spec.stack, spec.software_round, "Offline", model=model),
+            efficiency_for(acc, spec.stack, spec.software_round, scenario, model=model))
 
 
 @dataclass(frozen=True)
