@@ -43,7 +43,9 @@ def test_two_nodes_share_one_run(tmp_path):
         assert all(w["shared_clock"] for w in workers)  # one machine: offset exactly 0
         assert all(w["clock_offset_ns"] == 0 for w in workers)
         assert res.summary.failed == 0 and res.summary.completed == res.summary.scheduled
-        assert res.summary.ttft.mean == pytest.approx(30_000_000, abs=5_000_000)
+        # the model's 30 ms first token, never early; late by how busy the 2 cores are (a
+        # +5 ms margin failed once at load ~7); E2E (hundreds of 2 ms tokens) would be far above
+        assert 29_000_000 <= res.summary.ttft.mean <= 70_000_000
         assert doc["distributed"]["address"] == cluster.address
     finally:
         if ray.is_initialized():
