@@ -249,7 +249,13 @@ def goals(by: dict[tuple[str, str], list[dict[str, Any]]], columns: list[str]) -
             return fmt.format(v) + (f" ({x:.2f}x)" if kind != "abs" and x is not None else "")
 
         m, f = (_meets(_score(v, kind, ref), kind, bound) for v in (mine, noop))
+        sm, sn = _score(mine, kind, ref), _score(noop, kind, ref)
+        # the no-op client is a floor only where tokenmark does not beat it
+        beats_noop = sm is not None and sn is not None and (
+            sm > sn if kind == "ratio-peer" else abs(sm) < abs(sn))
         verdict = ("n/a" if m is None else "met" if m else
+                   "not met (the no-op client misses it too; tokenmark beats it)"
+                   if f is False and beats_noop else
                    "below floor (the no-op client misses it too)" if f is False else
                    "not met" + ("" if f else " (no floor measured)"))
         lines.append(f"| {goal} | {show(mine)} | "
