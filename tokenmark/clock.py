@@ -92,6 +92,18 @@ class SendGate:
         for q in list(self._queues):
             q.flush()
 
+    async def after_due_send(self, guard_ns: int) -> bool:
+        """If a send is due within ``guard_ns``, yield to the loop until it is out (the
+        runner publishes the next one) or ``guard_ns`` past its due time; True if it
+        waited. For periodic work that must not run just before a send."""
+        due = self.due_ns
+        perf = time.perf_counter_ns
+        if due == NEVER or due - perf() >= guard_ns:
+            return False
+        while self.due_ns == due and perf() < due + guard_ns:
+            await asyncio.sleep(0)
+        return True
+
 
 _GATES = threading.local()
 

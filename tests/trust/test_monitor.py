@@ -10,6 +10,7 @@ import pytest
 
 from tokenmark.adapters.inprocess import NullSUT
 from tokenmark.api.run import run_benchmark
+from tokenmark.clock import SendGate
 from tokenmark.config.layering import build_settings
 from tokenmark.dataset import LengthDistribution, SyntheticDataset
 from tokenmark.mlperf.settings import Scenario
@@ -82,10 +83,10 @@ def test_run_is_invalid_when_the_client_was_the_bottleneck(tmp_path):
     assert doc["client_monitor"]["loop_lag_ms"]["p99"] > 10
 
 
-class HeldGate:
+class HeldGate(SendGate):
     """A send due from the watch's first look at it until ``release``."""
 
-    def __init__(self) -> None:
+    def __init__(self) -> None:  # no queues: only due_ns is read
         self.sent = False
         self.due: int | None = None
 

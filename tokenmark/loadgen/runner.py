@@ -715,14 +715,11 @@ class Runner:
         one is due within ``FLUSH_GUARD_NS``: at most ~1 ms later), and collect garbage
         that piled up while no send came (:meth:`GcPoints.overdue`)."""
         gate = self._gate
-        perf = time.perf_counter_ns
         real = not isinstance(self.clock, FakeClock)
         while True:
             await asyncio.sleep(FLUSH_INTERVAL_NS / 1e9)
-            due = gate.due_ns
-            if real and due != NEVER and due - perf() < FLUSH_GUARD_NS:
-                while gate.due_ns == due and perf() < due + FLUSH_GUARD_NS:
-                    await asyncio.sleep(0)  # until it is sent (the next one is published)
+            if real:
+                await gate.after_due_send(FLUSH_GUARD_NS)
             self._last_flush = self.clock.now_ns()
             for sink in self._sinks:
                 sink.flush()

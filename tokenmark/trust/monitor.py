@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from tokenmark.clock import NEVER, SendGate, send_gate
+from tokenmark.clock import SendGate, send_gate
 from tokenmark.metrics.summary import Summary
 from tokenmark.mlperf.rules import Finding, client_bottleneck, machine_busy
 from tokenmark.mlperf.scenarios import Schedule
@@ -156,16 +156,12 @@ class ClientMonitor:
     async def _watch(self) -> None:
         step = self.interval_s
         gate = self._gate
-        perf = time.perf_counter_ns
         self._prev = (self._now(), self._cpu())
         while True:
             self._due = self._prev[0] + step
             await asyncio.sleep(step)
             woke = self._now()
-            due = gate.due_ns if gate is not None else NEVER
-            if due != NEVER and due - perf() < GUARD_NS:
-                while gate is not None and gate.due_ns == due and perf() < due + GUARD_NS:
-                    await asyncio.sleep(0)  # until it is sent (the next one is published)
+            if gate is not None and await gate.after_due_send(GUARD_NS):
                 self._window(self._now(), self._cpu(), woke)
             else:
                 self._window(woke, self._cpu())
