@@ -129,7 +129,11 @@ class Launch:
     @property
     def logs_outputs(self) -> bool:
         """Whether the run logs its outputs (accuracy mode, an audit)."""
-        return self.layered.settings.mode is Mode.ACCURACY or self.spec.load.audit is not None
+        return _logs_outputs(self.layered, self.spec.load.audit)
+
+
+def _logs_outputs(layered: LayeredSettings, audit: str | None) -> bool:
+    return layered.settings.mode is Mode.ACCURACY or audit is not None
 
 
 def prepare(spec: RunSpec) -> Launch:
@@ -160,7 +164,7 @@ def prepare(spec: RunSpec) -> Launch:
         else:
             plan = trust_api.Plan(manifest, layered, spec.dataset, manifest.sampling)
     ds, tg = spec.dataset, spec.target
-    logs_outputs = layered.settings.mode is Mode.ACCURACY or ld.audit is not None
+    logs_outputs = _logs_outputs(layered, ld.audit)
     served_tok = None
     if ds.tokenizer == "server" and tg.urls:
         from tokenmark.api.assemble import prebuild, server_tokenizer
