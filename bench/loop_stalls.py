@@ -165,9 +165,10 @@ def main() -> None:
     ap.add_argument("--late", type=float, default=0.2, help="ms a send must be late to count")
     ap.add_argument("extra", nargs="*", help="tokenmark run options (after --)")
     a = ap.parse_args()
-    if os.environ.get("TOKENMARK_EVENT_LOOP", "").lower() == "uvloop":
+    if os.environ.get("TOKENMARK_EVENT_LOOP", "asyncio").strip().lower() != "asyncio":
         sys.exit("bench/loop_stalls.py times the standard library's loop: "
                  "unset TOKENMARK_EVENT_LOOP")
+    os.environ["TOKENMARK_EVENT_LOOP"] = "asyncio"  # uvloop is the run's default
     install(int(a.slow * 1e6))
     from tokenmark.cli import main as cli
     with tempfile.TemporaryDirectory() as tmp:
