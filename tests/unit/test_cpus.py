@@ -194,3 +194,21 @@ def test_the_official_loadgen_and_replicas_run_unpinned():
     targets = two.replicas  # type: ignore[attr-defined]
     assert len(targets) == 2
     assert all(isinstance(t, EmulatedTarget) and not t.spec.pin_cpus for t in targets)
+
+
+@needs_two
+def test_a_client_that_fails_to_start_gives_back_the_cpus_and_stops_the_server(monkeypatch):
+    from tokenmark.adapters.openai_http import OpenAIHttpSUT
+
+    async def refuse(self: object) -> None:
+        raise ConnectionRefusedError("no")
+
+    monkeypatch.setattr(OpenAIHttpSUT, "start", refuse)
+    before = os.sched_getaffinity(0)
+    target = make_sut(SutSpec(kind="emulated"), MonotonicClock())
+    assert isinstance(target, EmulatedTarget)
+    with pytest.raises(ConnectionRefusedError):
+        asyncio.run(target.start())
+    assert os.sched_getaffinity(0) == before
+    assert target.process is not None and target.process.proc is not None
+    assert target.process.proc.poll() is not None  # the server it started has exited

@@ -19,6 +19,7 @@ only when their system is built.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -186,8 +187,13 @@ class EmulatedTarget:
         else:
             cfg = OpenAIConfig(urls=(self.url,), api=spec.api, stream=spec.stream,
                                preconnect=spec.preconnect)
-        self.client = OpenAIHttpSUT(self._clock, cfg)
-        await self.client.start()
+        try:
+            self.client = OpenAIHttpSUT(self._clock, cfg)
+            await self.client.start()
+        except BaseException:  # the server stops and the client's CPUs come back
+            with contextlib.suppress(Exception):
+                await self.stop()
+            raise
 
     def issue(self, query: Query, handle: ResponseHandle) -> None:
         client = self.client
