@@ -52,6 +52,15 @@ def split(cpus: Collection[int]) -> tuple[frozenset[int], int] | None:
     return frozenset(ordered[:-1]), ordered[-1]
 
 
+def _threads(pid: int) -> list[int]:
+    """Every thread of process ``pid`` (a server's BLAS workers started at import too);
+    just ``pid`` where ``/proc`` does not list them."""
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")] or [pid]
+    except (OSError, ValueError):
+        return [pid]
+
+
 def _names(cpus: Collection[int]) -> str:
     return ",".join(str(c) for c in sorted(cpus))
 
@@ -62,7 +71,8 @@ class CpuPinning:
     ``enabled`` False (``--no-pin-cpus``) or fewer than two CPUs: nothing is pinned and
     :attr:`description` says why. Otherwise :meth:`pin` puts the server's process on its
     CPU and the calling thread (the event loop's; threads it starts later inherit it) on
-    the others, until :meth:`restore`.
+    the others, until :meth:`restore`. The client's other threads (idle BLAS workers numpy
+    starts at import) keep their CPUs.
     """
 
     def __init__(self, enabled: bool = True, cpus: Collection[int] | None = None) -> None:
@@ -92,7 +102,8 @@ class CpuPinning:
             return
         client, server = self.plan
         try:
-            os.sched_setaffinity(server_pid, {server})
+            for tid in _threads(server_pid):
+                os.sched_setaffinity(tid, {server})
             os.sched_setaffinity(0, client)
         except OSError as e:
             self.description = f"not pinned ({e.strerror or e})"

@@ -69,8 +69,8 @@ def test_pin_puts_server_and_client_on_distinct_cpus_and_restore_undoes_it(kerne
     k = kernel({0, 1, 2, 3})
     p = CpuPinning()
     assert p.description == "client 0,1,2, server 3"
-    p.pin(4242)
-    assert k.masks[4242] == {3} and k.masks[0] == {0, 1, 2}
+    p.pin(5_000_000)
+    assert k.masks[5_000_000] == {3} and k.masks[0] == {0, 1, 2}
     assert cpus.available() == 4  # the machine's, not the pinned client's
     p.restore()
     assert k.masks[0] == {0, 1, 2, 3}
@@ -80,12 +80,12 @@ def test_pin_puts_server_and_client_on_distinct_cpus_and_restore_undoes_it(kerne
 def test_turned_off_or_one_cpu_pins_nothing(kernel):
     k = kernel({0, 1})
     off = CpuPinning(enabled=False)
-    off.pin(4242)
+    off.pin(5_000_000)
     off.restore()
     assert "--no-pin-cpus" in off.description
     k1 = kernel({0})
     one = CpuPinning()
-    one.pin(4242)
+    one.pin(5_000_000)
     one.restore()
     assert k.calls == [] and k1.calls == [] and "one CPU" in one.description
 
@@ -93,8 +93,8 @@ def test_turned_off_or_one_cpu_pins_nothing(kernel):
 def test_a_refusal_leaves_both_where_they_were(kernel):
     k = kernel({0, 1}, fail_client=True)
     p = CpuPinning()
-    p.pin(4242)
-    assert k.masks[4242] == {0, 1} and k.masks[0] == {0, 1}
+    p.pin(5_000_000)
+    assert k.masks[5_000_000] == {0, 1} and k.masks[0] == {0, 1}
     assert p.description.startswith("not pinned (Operation not permitted")
     p.restore()
     assert cpus.available() == 2
@@ -115,7 +115,9 @@ def test_the_emulated_server_tokenmark_starts_is_pinned_apart_from_the_client():
         await target.start()
         try:
             assert target.process is not None
-            assert os.sched_getaffinity(target.process.pid) == {server}
+            pid = target.process.pid
+            for tid in os.listdir(f"/proc/{pid}/task"):  # every thread of the server
+                assert os.sched_getaffinity(int(tid)) == {server}
             assert os.sched_getaffinity(0) == client
             assert target.describe()["cpus"] == split_text(client, server)
         finally:
