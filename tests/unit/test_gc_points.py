@@ -116,3 +116,48 @@ def test_a_collector_the_user_turned_off_stays_off():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+@pytest.fixture
+def generations():
+    """The generation of every collection while the test runs (the interpreter's own
+    report, ``gc.callbacks``)."""
+    seen: list[int] = []
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            seen.append(info["generation"])
+
+    gc.callbacks.append(on_gc)
+    yield seen
+    gc.callbacks.remove(on_gc)
+
+
+def middle_due(p: GcPoints, factor: int) -> None:
+    """A middle (generation 1) collection due, with ``factor`` x the young threshold."""
+    gc.collect()
+    for _ in range(p.thresholds[1]):
+        gc.collect(0)
+    pile(p, factor)
+    assert p.due(factor) == 1
+
+
+def test_overdue_with_a_send_close_collects_only_the_young_generation(points, generations):
+    middle_due(points, 10)
+    generations.clear()
+    points.overdue(GC_MARGIN_NS - 1)  # no room for anything: the young one regardless
+    assert generations == [0]
+    middle_due(points, 10)
+    generations.clear()
+    points.overdue()  # no send waiting: what is due
+    assert generations == [1]
+
+
+def test_after_send_steps_down_to_a_generation_that_fits(points, generations):
+    middle_due(points, 1)
+    points.collect(0)  # the young one's cost is timed: a small, real figure
+    middle_due(points, 1)
+    generations.clear()
+    points._cost[1] = 10**9  # a middle collection that would take a second
+    points.after_send(GC_MARGIN_NS + 2 * points._cost[0] + 10**6)
+    assert generations == [0]

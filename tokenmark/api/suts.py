@@ -19,6 +19,7 @@ only when their system is built.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,6 +29,7 @@ from tokenmark.adapters.inprocess import LatencyModel
 from tokenmark.clock import Clock, FakeClock
 from tokenmark.config.layering import LayeredSettings
 from tokenmark.config.runspec import RunSpec, headers
+from tokenmark.cpus import CpuPinning
 from tokenmark.errors import ConfigError, TargetError
 from tokenmark.records import Query
 from tokenmark.sut import ResponseHandle, SystemUnderTest
@@ -82,6 +84,9 @@ class SutSpec:
     #: The client's settings for the emulated target (its URL is filled in); None: the
     #: defaults with ``api``, ``stream`` and ``preconnect``.
     client: OpenAIConfig | None = None
+    #: The emulated server's process on one CPU, the client on the others (two CPUs or
+    #: more; :mod:`tokenmark.cpus`). Only for the server tokenmark starts itself.
+    pin_cpus: bool = True
 
 
 def make_sut(spec: SutSpec, clock: Clock) -> SystemUnderTest:
@@ -131,6 +136,7 @@ class EmulatedTarget:
         self.client: OpenAIHttpSUT | None = None
         self.server: EmulatedServer | None = None
         self.process: ServerProcess | None = None
+        self._pinning: CpuPinning | None = None
 
     @property
     def name(self) -> str:
@@ -141,6 +147,8 @@ class EmulatedTarget:
              **self._describe(self.spec.emulator, self.label, self._efficiency),
              "server": "same process" if self.spec.emulator_in_process else
              "own process", "url": self.url}
+        if self._pinning is not None:
+            d["cpus"] = self._pinning.description
         srv = self.spec.emulator_server
         if srv.faults or srv.fault_cycle:
             d["faults"] = ", ".join([f"{f}={p:g}" for f, p in srv.faults]
@@ -172,13 +180,20 @@ class EmulatedTarget:
                 raise TargetError(f"the emulated server did not start: {e}") from None
             self.process = proc
             self.url = proc.url
+            self._pinning = CpuPinning(spec.pin_cpus)
+            self._pinning.pin(proc.pid)
         if spec.client is not None:
             cfg = replace(spec.client, urls=(self.url,))
         else:
             cfg = OpenAIConfig(urls=(self.url,), api=spec.api, stream=spec.stream,
                                preconnect=spec.preconnect)
-        self.client = OpenAIHttpSUT(self._clock, cfg)
-        await self.client.start()
+        try:
+            self.client = OpenAIHttpSUT(self._clock, cfg)
+            await self.client.start()
+        except BaseException:  # the server stops and the client's CPUs come back
+            with contextlib.suppress(Exception):
+                await self.stop()
+            raise
 
     def issue(self, query: Query, handle: ResponseHandle) -> None:
         client = self.client
@@ -210,6 +225,8 @@ class EmulatedTarget:
             await self.server.stop()
         if self.process is not None:
             self.process.stop()
+        if self._pinning is not None:
+            self._pinning.restore()
 
 
 def http_sut_factory(config: OpenAIConfig, *, workers: int = 0, check: bool = True
@@ -311,6 +328,7 @@ def builtin_spec(spec: RunSpec, layered: LayeredSettings, *, api: str = "complet
     conns = layered.settings.concurrency or layered.settings.max_concurrency or 0
     return SutSpec(
         kind=kind, model=lm, emulator=emu, api=api, stream=t.stream, preconnect=conns,
+        pin_cpus=su.pin_cpus,
         # outputs are logged: the client keeps the emulator's text (its token ids);
         # --pool-size caps the connections to the emulated server too (an Offline query
         # of 26,736 samples opened one each: past the machine's open-file limit)
@@ -349,10 +367,12 @@ def replicas_of(spec: RunSpec, layered: LayeredSettings, *, api: str = "completi
                                     workers=spec.target.workers)
         return http
     base = builtin_spec(spec, layered, api=api)
+    # several emulated servers share the machine's CPUs as they come
+    unpinned = replace(base, pin_cpus=False)
 
     def local(n: int) -> SutSpec | SutFactory:
         if n == 1:
             return base
-        return replicated(lambda c: make_sut(base, c), n, spec.target.routing)
+        return replicated(lambda c: make_sut(unpinned, c), n, spec.target.routing)
 
     return local

@@ -142,6 +142,7 @@ class SutOptions:
     replicas: int = 0
     precision: str = ""
     model_dir: Path | None = None  # hf
+    pin_cpus: bool = True  # emulated: its process on one CPU, the client on the others
 
     @property
     def chosen(self) -> str:
@@ -249,7 +250,8 @@ TOML_KEYS: dict[str, tuple[str, str]] = {
     "output_len": ("dataset", "output"),
     "dataset_format": ("dataset", "format"),
     **{name: ("sut", name) for name in (
-        "accelerator", "accelerators", "tp", "replicas", "precision", "model_dir")},
+        "accelerator", "accelerators", "tp", "replicas", "precision", "model_dir",
+        "pin_cpus")},
     "sut": ("sut", "kind"),
     "sut_ttft_ms": ("sut", "ttft_ms"),
     "sut_tpot_ms": ("sut", "tpot_ms"),

@@ -81,7 +81,8 @@ class GcPoints:
     collection of that generation took (else a younger one that fits, or none yet); a
     closed loop collects right after each send (its answers are a round trip away).
     :meth:`overdue` lets a periodic task collect anyway when sends stop coming (a full
-    concurrency cap) and ten times the usual garbage piles up. Objects made before the
+    concurrency cap) or leave no room and ten times the usual garbage piles up: what fits
+    before the next send, at least the young generation. Objects made before the
     clock (the loaded samples, imports) are frozen out of every collection for the run
     (``gc.freeze``). Nothing measured depends on when garbage is collected.
     """
@@ -131,22 +132,30 @@ class GcPoints:
         gc.collect(gen)
         self._cost[gen] = time.perf_counter_ns() - t
 
+    def _fit(self, gen: int, margin_ns: int) -> int:
+        """The oldest generation up to ``gen`` whose collection fits before a send
+        ``margin_ns`` away (-1: none)."""
+        cost = self._cost
+        while gen >= 0 and margin_ns < GC_MARGIN_NS + 2 * cost[gen]:
+            gen -= 1
+        return gen
+
     def after_send(self, margin_ns: int) -> None:
         """Collect what is due, the next send being ``margin_ns`` away."""
         if margin_ns < GC_MARGIN_NS:
             return
-        gen = self.due()
-        cost = self._cost
-        while gen >= 0 and margin_ns < GC_MARGIN_NS + 2 * cost[gen]:
-            gen -= 1
+        gen = self._fit(self.due(), margin_ns)
         if gen >= 0:
             self.collect(gen)
 
-    def overdue(self) -> None:
-        """Collect when ten times the usual garbage piled up (no send came for long)."""
+    def overdue(self, margin_ns: int = NEVER) -> None:
+        """Collect when ten times the usual garbage piled up (no send came for long, or
+        none left room): the oldest due generation that fits before the next send
+        (``margin_ns`` away), else the young one alone (garbage never piles up without
+        bound, and an older collection, 1.5-40 ms, never lands on a due send)."""
         gen = self.due(10)
         if gen >= 0:
-            self.collect(gen)
+            self.collect(max(0, self._fit(gen, margin_ns)))
 
 
 @dataclass
@@ -723,7 +732,7 @@ class Runner:
             self._last_flush = self.clock.now_ns()
             for sink in self._sinks:
                 sink.flush()
-            self._gc.overdue()
+            self._gc.overdue(gate.due_ns - time.perf_counter_ns() if real else NEVER)
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenmark import __version__
+from tokenmark import __version__, cpus
 from tokenmark.inputs import json_loads
 from tokenmark.metrics.summary import Summary
 from tokenmark.mlperf.rules import Finding
@@ -92,10 +92,7 @@ def _memory_bytes() -> int | None:
 
 
 def _available_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
+    return cpus.available()  # the process's CPUs, as before the emulated server's pinning
 
 
 def client_machine() -> dict[str, Any]:

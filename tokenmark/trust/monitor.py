@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from tokenmark import cpus
 from tokenmark.clock import SendGate, send_gate
 from tokenmark.metrics.summary import Summary
 from tokenmark.mlperf.rules import Finding, client_bottleneck, machine_busy
@@ -133,8 +134,7 @@ class ClientMonitor:
         self._k1 = 0.0
         self._w0 = 0.0  # run-queue waits at the start and the end
         self._w1 = 0.0
-        self.cores = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                         else (os.cpu_count() or 1))
+        self.cores = cpus.available()  # as before the emulated server's pinning
 
     def _cpu(self) -> float:
         """CPU seconds this process used, plus those it waited for a CPU while runnable:
