@@ -11,7 +11,9 @@ up to 2.3 ms of wall time). A user's own server (``--url``) is never touched;
 (``sut.cpus``). Measured (bench/send_lag.py, 8 alternating demo runs each, the rest of
 the machine's load held off): send lag p99 median 1.23 ms unpinned, 0.51 ms pinned. A
 pinned client cannot move away from a core that other work loads (at load 12: p99 17-25
-ms pinned, 4-7 ms unpinned).
+ms pinned, 4-7 ms unpinned; at load 2.4-6 the two were alike, 4.3 ms), so nothing is pinned
+when the machine is already busy: a one-minute load average at or above its CPU count
+(``sut.cpus`` then says so).
 
 :func:`available` is the CPU set the process had *before* any pinning, so the machine
 facts (``cores_available``) and the client monitor's shares stay those of the machine.
@@ -61,6 +63,14 @@ def _threads(pid: int) -> list[int]:
         return [pid]
 
 
+def load_average() -> float | None:
+    """The machine's one-minute load average; None where the system has none."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
 def _names(cpus: Collection[int]) -> str:
     return ",".join(str(c) for c in sorted(cpus))
 
@@ -68,24 +78,34 @@ def _names(cpus: Collection[int]) -> str:
 class CpuPinning:
     """The placement of one client and the one server process it started.
 
-    ``enabled`` False (``--no-pin-cpus``) or fewer than two CPUs: nothing is pinned and
-    :attr:`description` says why. Otherwise :meth:`pin` puts the server's process on its
+    ``enabled`` False (``--no-pin-cpus``), fewer than two CPUs, or a machine already busy
+    (``load``, the one-minute load average, at or above the CPU count): nothing is pinned
+    and :attr:`description` says why. Otherwise :meth:`pin` puts the server's process on its
     CPU and the calling thread (the event loop's; threads it starts later inherit it) on
     the others, until :meth:`restore`. The client's other threads (idle BLAS workers numpy
     starts at import) keep their CPUs.
     """
 
-    def __init__(self, enabled: bool = True, cpus: Collection[int] | None = None) -> None:
+    def __init__(self, enabled: bool = True, cpus: Collection[int] | None = None,
+                 load: float | None = None) -> None:
         if cpus is None:
             cpus = _affinity()
         self.enabled = enabled
         self.plan = split(cpus) if enabled and cpus is not None else None
+        if self.plan is not None and load is None:
+            load = load_average()
+        machine = os.cpu_count() or len(set(cpus or ()))
+        busy = self.plan is not None and load is not None and load >= machine
         if not enabled:
             self.description = "not pinned (--no-pin-cpus or --loadgen official)"
         elif cpus is None:
             self.description = "not pinned (this system cannot set CPU affinity)"
         elif self.plan is None:
             self.description = f"not pinned (one CPU: {_names(cpus)})"
+        elif busy:
+            self.plan = None
+            self.description = (f"not pinned (load average {load:.2f} on {machine} CPUs: "
+                                "a pinned client could not move away from the other work)")
         else:
             client, server = self.plan
             self.description = f"client {_names(client)}, server {server}"

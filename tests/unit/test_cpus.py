@@ -22,6 +22,12 @@ from tokenmark.servers.process import ServerProcess
 HAS_AFFINITY = hasattr(os, "sched_setaffinity")
 
 
+@pytest.fixture(autouse=True)
+def quiet_machine(monkeypatch):
+    """The machine these tests run on may be busy; the load gate has its own tests."""
+    monkeypatch.setattr(cpus, "load_average", lambda: 0.0)
+
+
 def test_split_gives_the_server_the_highest_cpu_and_the_client_the_rest():
     assert split({0, 1}) == (frozenset({0}), 1)
     assert split([3, 1]) == (frozenset({1}), 3)
@@ -88,6 +94,21 @@ def test_turned_off_or_one_cpu_pins_nothing(kernel):
     one.pin(5_000_000)
     one.restore()
     assert k.calls == [] and k1.calls == [] and "one CPU" in one.description
+
+
+@pytest.mark.parametrize("load", [2.0, 7.5])
+def test_a_machine_already_busy_pins_nothing(kernel, monkeypatch, load):
+    k = kernel({0, 1})
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    p = CpuPinning(load=load)
+    p.pin(5_000_000)
+    p.restore()
+    assert p.plan is None and k.calls == []
+    assert p.description == (f"not pinned (load average {load:.2f} on 2 CPUs: a pinned "
+                             "client could not move away from the other work)")
+    monkeypatch.setattr(cpus, "load_average", lambda: load)
+    assert CpuPinning().plan is None  # the machine's own figure when none is given
+    assert CpuPinning(load=1.99).plan == (frozenset({0}), 1)
 
 
 def test_a_refusal_leaves_both_where_they_were(kernel):
