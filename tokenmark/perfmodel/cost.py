@@ -16,6 +16,10 @@ per accelerator of the replica (all of them work in lock-step):
   parallelism), ``2 x vocab x hidden`` per token that produces a logit (decode tokens
   and each prefill chunk's last), and attention (QK and AV over every (query, context)
   pair; see :meth:`~tokenmark.perfmodel.hardware.ModelArch.attention_flops_per_pair`);
+- a model whose weights outside the routed experts stay wider than the deployment's
+  precision (:attr:`~tokenmark.perfmodel.Deployment.dense_dtype`: gpt-oss keeps
+  attention, router, embeddings and head in BF16 around its MXFP4 experts) reads them
+  at that width and runs their FLOPs at that width's peak;
 - memory = (weights read + KV traffic) / (bandwidth x ``mbu``) per accelerator: every
   pipeline stage reads its weights once per microbatch and ``pp`` microbatches are in
   flight, so a step costs each accelerator its group's share (``/ tp``) of the
@@ -132,14 +136,19 @@ class CostModel:
         # KV bytes per token of context, each copy counted (see ModelArch.kv_replication)
         self._kv = d.kv_bytes_per_token * d.kv_replication
         self._n = n
-        self._body2 = 2.0 * m.body_params
+        # FLOPs over weights kept wider than the experts (Deployment.dense_dtype) run at
+        # that width's peak: counted here as FLOPs at the deployment's peak, scaled by
+        # the ratio of the two peaks
+        wide = acc.tflops_at(d.compute_dtype) / acc.tflops_at(d.dense_compute_dtype)
         self._routed2 = 2.0 * m.routed_active  # of _body2: the routed experts' share
-        self._head2 = 2.0 * m.head_params
+        self._body2 = self._routed2 + (2.0 * m.body_params - self._routed2) * wide
+        self._head2 = 2.0 * m.head_params * wide
+        self._head_bytes = m.head_params * d.dense_dtype.bytes
         self._attn_p = m.attention_flops_per_pair(decode=False)
         self._attn_d = m.attention_flops_per_pair(decode=True)
         # weight bytes one accelerator reads per step: the non-expert weights of its
         # group's share (over tp) and its share of the routed experts touched
-        self._w_shared = m.shared_params * self._wbytes / d.tp
+        self._w_shared = m.shared_params * d.dense_dtype.bytes / d.tp
         self._w_experts = m.expert_total * self._wbytes / (d.tp * d.dp)
         up = acc.scale_up_gb_s_bidir / 2  # GB/s one direction
         out = topo.scale_out_gb_s
@@ -234,7 +243,7 @@ class CostModel:
         f = self._draft_frac
         body = self._body2 + self._routed2 * (self.imbalance(seqs) - 1.0)
         flops = (f * body + self._head2) * seqs
-        weights = f * self._weights(seqs) + self._head2 / 2 * self._wbytes / self.d.tp
+        weights = f * self._weights(seqs) + self._head_bytes / self.d.tp
         return flops, weights, f * self._comm(seqs)
 
     def _comm(self, tokens: float) -> float:
