@@ -38,7 +38,9 @@ per accelerator of the replica (all of them work in lock-step):
 - overhead = ``step_overhead_ns`` + ``seq_overhead_ns`` x sequences in the step;
 - a vision-language model's step that starts prefilling a request with images also runs
   the vision encoder on them: ``encoder_flops`` (:mod:`~tokenmark.perfmodel.vision`) at
-  the efficiency of the encoder's width, counted as prefill compute.
+  the efficiency of the encoder's width and the peak of its own precision where that is
+  wider than the language model's (vision.csv ``precision``: BF16, as the quantisation
+  recipes leave the vision tower), counted as prefill compute.
 
 With speculative decoding (``spec_tokens`` = s) each decoding sequence runs ``1 + s``
 tokens through the model (compute, all-to-all and expert touches for all of them; its
@@ -169,6 +171,13 @@ class CostModel:
         self._mfu = eff.mfu_for(m.hidden)
         enc = vision_encoder(m)
         self._mfu_enc = eff.mfu_for(enc.hidden) if enc is not None else self._mfu
+        # the vision encoder runs at its own precision where that is wider (BF16: the
+        # quantisation recipes leave it unquantised)
+        self._peak_enc_per_ns = self._peak_per_ns
+        if enc is not None and enc.precision is not None and (
+                enc.precision.bytes > d.compute_dtype.bytes):
+            self._peak_enc_per_ns = n * acc.tflops_at(
+                acc.compute_precision(enc.precision)) * 1e12 / 1e9
         self._has_comm = d.tp > 1 or d.pp > 1 or moe_a2a
         # speculative decoding: each decoding sequence runs 1 + s tokens through the
         # model, after s passes of the draft (its layers' share of the body, and the
@@ -287,7 +296,7 @@ class CostModel:
         compute = c.compute0_ns / self._mfu
         share = c.prefill_flop_share
         if encoder_flops > 0:
-            enc = encoder_flops / self._peak_per_ns / self._mfu_enc
+            enc = encoder_flops / self._peak_enc_per_ns / self._mfu_enc
             share = (compute * share + enc) / (compute + enc)
             compute += enc
         memory = c.memory0_ns / eff.mbu
