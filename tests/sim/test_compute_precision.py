@@ -95,3 +95,16 @@ def test_gpt_oss_keeps_its_dense_weights_in_bf16() -> None:
     assert plain.weight_bytes == pytest.approx(117e9 * 0.5, rel=1e-9)
     # FP8 or BF16 deployments are not widened further
     assert Deployment(a, OSS, Precision.BF16).dense_dtype is Precision.BF16
+
+
+def test_an_accelerator_without_a_wider_figure_keeps_the_rest_precision() -> None:
+    """VR200's row lists FP4 only: gpt-oss's BF16 weights and Qwen3-VL's BF16 encoder
+    run at the FP4 figure there (the table has no other), and still read 2 bytes."""
+    vr = find_accelerator("VR200")
+    d = Deployment(vr, OSS, Precision.FP4)
+    assert d.dense_dtype is Precision.BF16
+    assert d.dense_compute_dtype is Precision.FP4
+    CostModel(d).components(128, 128 * 129 / 2, 0.0, 1, 8, 1000.0)  # no error
+    qwen = find_model("qwen3-vl-235b-a22b")
+    c = CostModel(Deployment(vr, qwen, Precision.FP4, tp=4, ep=4))
+    assert c.cost(1000, 1000 * 1001 / 2, 0.0, 1, 0, 0.0, encoder_flops=1e12).compute_ns > 0

@@ -177,7 +177,7 @@ class CostModel:
         if enc is not None and enc.precision is not None and (
                 enc.precision.bytes > d.compute_dtype.bytes):
             self._peak_enc_per_ns = n * acc.tflops_at(
-                acc.compute_precision(enc.precision)) * 1e12 / 1e9
+                acc.wider_or(enc.precision, d.compute_dtype)) * 1e12 / 1e9
         self._has_comm = d.tp > 1 or d.pp > 1 or moe_a2a
         # speculative decoding: each decoding sequence runs 1 + s tokens through the
         # model, after s passes of the draft (its layers' share of the body, and the

@@ -186,11 +186,11 @@ class Deployment:
     def dense_compute_dtype(self) -> Precision:
         """The precision the matmuls over the weights outside the routed experts run at:
         :attr:`compute_dtype` unless those weights are kept wider (:attr:`dense_dtype`),
-        then the accelerator's for that width."""
+        then the accelerator's for that width (:meth:`Accelerator.wider_or`)."""
         keep = self.dense_dtype
         if keep is self.precision:
             return self.compute_dtype
-        return self.accelerator.compute_precision(keep)
+        return self.accelerator.wider_or(keep, self.compute_dtype)
 
     @property
     def tokens_per_step(self) -> float:

@@ -113,6 +113,15 @@ class Accelerator:
         raise ConfigError(f"{self.short} computes no format as wide as {weights.value} "
                           f"weights (it has: {have})")
 
+    def wider_or(self, wide: Precision, fallback: Precision) -> Precision:
+        """:meth:`compute_precision` of ``wide`` (a part of a model kept wider than the
+        rest), or ``fallback`` (the rest's) where accelerators.csv gives this accelerator
+        no figure that wide (VR200 lists FP4 only): the table has no other rate for it."""
+        try:
+            return self.compute_precision(wide)
+        except ConfigError:
+            return fallback
+
     @property
     def lowest_precision(self) -> Precision:
         """The narrowest precision the accelerator computes natively (what MLPerf
