@@ -304,10 +304,12 @@ def test_a_new_models_level_is_fitted_against_its_group_and_becomes_the_prior():
     assert f.model_level("Llama-3.1-8B", "vllm", "v6.0")[1] == "Llama-3.1-8B/*/v5.1"
     # a row of v4.1 never takes a level fitted on v5.1
     assert f.model_level("Mixtral-8x7B", "trtllm", "v4.1")[1] == "new model"
-    # latency rows of v4.1 only: the v5.1 group, without latency rows of its own, ships
-    # the (Hopper, trtllm, all rounds) group's mbu as a v5.1 row's latency_params take it,
-    # each inverted mbu over its model's speed (Llama's level in v4.1); before, the v5.1
-    # rows shipped their Offline mbu for Server and Interactive
+    # latency rows of v4.1 only. Interactive: the v5.1 group, without latency rows of
+    # its own, ships the (Hopper, trtllm, all rounds) group's mbu as a v5.1 row's
+    # latency_params take it, each inverted mbu over its model's speed (Llama's level in
+    # v4.1). Server: every group ships its vendor's Server speed, the geometric mean of
+    # the two rows' inverted speeds (their median log), one factor on the stage-1 mfu,
+    # mbu and overheads
     lat = []
     for i, acc in enumerate(("H100", "H200")):
         row = SimpleNamespace(round="v4.1", scenario="Server", benchmark="llama3.1-8b",
@@ -316,13 +318,42 @@ def test_a_new_models_level_is_fitted_against_its_group_and_becomes_the_prior():
         lat.append(SimpleNamespace(row=row, key=("t", 100 + i), arch="Hopper",
                                    stack="trtllm", vendor="NVIDIA", plans=rows[0].plans))
     f.train = rows + lat
-    f.set_inverted({s.key: (0, [mbu, mbu]) for s, mbu in zip(lat, (0.3, 0.5), strict=True)})
+    f.set_inverted({s.key: (0, [mbu, mbu]) for s, mbu in zip(lat, (0.3, 0.5), strict=True)},
+                   {s.key: v for s, v in zip(lat, (0.5, 0.8), strict=True)})
     sp = f.speed(lat[0])[0]
     want = math.sqrt(0.3 * 0.5) / sp  # the median log of two: their geometric mean
     table = f.table()
-    assert table[("Hopper", "trtllm", "v5.1", "Server")][0].mbu == pytest.approx(want)
     assert table[("Hopper", "trtllm", "v5.1", "Interactive")][0].mbu == pytest.approx(want)
-    assert f.latency_params(rows[2])[0].mbu == pytest.approx(want * f.speed(rows[2])[0])
+    fast = math.sqrt(0.5 * 0.8)
+    assert f.server_speed(("NVIDIA", "*", "*")) == (pytest.approx(fast), 2)
+    base = table[("Hopper", "trtllm", "v5.1", "Offline")][0]
+    got = table[("Hopper", "trtllm", "v5.1", "Server")][0]
+    assert got.mbu == pytest.approx(base.mbu * fast)
+    assert got.mfu == pytest.approx(base.mfu * fast)
+    assert got.step_overhead_ns == pytest.approx(base.step_overhead_ns / fast, abs=1)
+    assert got.serial_fraction == base.serial_fraction
+    def as_(scenario: str) -> SimpleNamespace:  # rows[2] (v5.1) as a latency row
+        return SimpleNamespace(**{**vars(rows[2]), "row": SimpleNamespace(
+            **{**vars(rows[2].row), "scenario": scenario})})
+
+    off = f.offline_params(rows[2])[0]  # type: ignore[arg-type]
+    srv = f.latency_params(as_("Server"))[0]  # type: ignore[arg-type]
+    assert srv.mbu == pytest.approx(off.mbu * fast)
+    assert srv.seq_overhead_ns == pytest.approx(off.seq_overhead_ns / fast, abs=1)
+    assert f.latency_params(as_("Interactive"))[0].mbu == pytest.approx(  # type: ignore[arg-type]
+        want * f.speed(rows[2])[0])
+    # a Server speed above 1 is cut to 1: serving adds work to a step, takes none away
+    f.set_inverted(f.inverted, {s.key: 1.5 for s in lat})
+    assert f.server_speed(("NVIDIA", "*", "*")) == (1.0, 2)
+    # stage 2 inverts a latency row on its Offline parameters at its own system's Offline
+    # residual (the same system, benchmark and round): published over predicted
+    o = rows[0]
+    hand = o.row.result / predict_rate(traces[o.key][0], f.offline_params(o)[0])
+    assert f.offline_residual(lat[0]) == pytest.approx(hand)  # type: ignore[arg-type]
+    assert abs(math.log(hand)) > 1e-3  # the fit does not reproduce it exactly
+    alone = SimpleNamespace(row=SimpleNamespace(**{**vars(lat[0].row),
+                                                   "system_key": ("v4.1", "s", "B200")}))
+    assert f.offline_residual(alone) is None  # type: ignore[arg-type]
 
 
 def test_a_fixed_table_is_scored_at_each_models_level(tmp_path: Path):
@@ -350,3 +381,27 @@ def test_a_fixed_table_is_scored_at_each_models_level(tmp_path: Path):
     assert len(got[1.0]) == 2
     for slow, fast in zip(got[1.0], got[2.0], strict=True):
         assert fast == pytest.approx(2 * slow, rel=1e-3)
+
+
+def test_stage2_inverts_the_server_speed_a_result_was_simulated_at():
+    """A Server row whose published result is the simulator's own at 0.6 times its
+    Offline parameters (every kernel and overhead 1/0.6 as long) inverts to 0.6, and
+    the candidate picked is the one that is best at the nominal speed."""
+    from tokenmark.mlperf.settings import LatencyLimits
+    from tokenmark.sim.calibration import NOMINAL_SPEED, _speed_job
+    from tokenmark.sim.predict import server_rate
+
+    eff = Efficiency(mfu=0.5, mbu=0.7, step_overhead_ns=1_000_000, seq_overhead_ns=2_000)
+    d = Deployment(find_accelerator("H200"), find_model("llama3.1-8b"), Precision.FP8,
+                   efficiency=eff, policy=ServingPolicy(max_num_seqs=128))
+    inputs, outputs = np.full(50, 300), np.full(50, 100)
+    limits = LatencyLimits(ttft_ns=2_000_000_000, tpot_ns=20_000_000)
+    published, ok = server_rate(d, inputs, outputs, limits, eff.at_speed(0.6),
+                                requests=300, rel_tol=0.01)
+    assert ok and published > 0
+    k, (speed,) = _speed_job(("speed", (d,), inputs, outputs, limits, False, eff,
+                               published, 300, None))
+    assert k == 0 and NOMINAL_SPEED != 0.6
+    # the secant search stops within 3% of the published result, the server search
+    # within its own tolerance: the speed is close, not exact
+    assert speed == pytest.approx(0.6, rel=0.06)

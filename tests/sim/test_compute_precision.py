@@ -40,9 +40,10 @@ def test_a_prefill_step_costs_the_fp8_rate(acc: str, ratio: float) -> None:
     """A 4096-token prefill chunk: compute at 100% efficiency is its FLOPs over the dense
     peak, so W4A8 takes FP4/FP8 peak times as long as W4A4 would."""
     a = find_accelerator(acc)
-    w4a8 = CostModel(Deployment(a, OSS, Precision.FP4)).components(
+    oss = replace(OSS, dense_precision=None)  # every weight FP4: the activations' rule alone
+    w4a8 = CostModel(Deployment(a, oss, Precision.FP4)).components(
         4096, 4096 * 4097 / 2, 0.0, 1, 0, 0.0)
-    w4a4 = CostModel(Deployment(a, replace(OSS, fp4_activations=None), Precision.FP4)
+    w4a4 = CostModel(Deployment(a, replace(oss, fp4_activations=None), Precision.FP4)
                      ).components(4096, 4096 * 4097 / 2, 0.0, 1, 0, 0.0)
     assert w4a8.compute0_ns / w4a4.compute0_ns == pytest.approx(ratio, rel=1e-12)
     assert w4a8.memory0_ns == pytest.approx(w4a4.memory0_ns, rel=1e-12)  # same bytes
@@ -59,6 +60,51 @@ def test_pickles_of_models_without_the_rule_are_unchanged() -> None:
     """Calibration caches key on pickled deployments: a model without fp4_activations
     pickles as its fields before the field existed, and both forms load back."""
     state = R1.__getstate__()
-    assert len(state) == len(OSS.__getstate__()) - 1
+    assert len(state) == len(OSS.__getstate__()) - 2  # no fp4_activations, dense_precision
     assert pickle.loads(pickle.dumps(R1)) == R1
     assert pickle.loads(pickle.dumps(OSS)) == OSS
+
+
+def test_gpt_oss_keeps_its_dense_weights_in_bf16() -> None:
+    """gpt-oss's checkpoint quantises only the experts to MXFP4 (config.json
+    modules_to_not_convert: attention, router, embeddings, head): a B300 deployment at
+    FP4 reads those weights at 2 bytes and runs their matmuls at BF16 (2250 dense
+    TFLOPS) while the experts run W4A8 at FP8 (4500). By hand from models.csv:
+    117e9 total, 5.1e9 active, 128 experts of which 4 a token."""
+    a = find_accelerator("B300")
+    d = Deployment(a, OSS, Precision.FP4)
+    assert (d.dense_dtype, d.dense_compute_dtype) == (Precision.BF16, Precision.BF16)
+    x = (117e9 - 5.1e9) / (128 - 4)  # one expert's parameters over the layers
+    shared = 117e9 - 128 * x
+    head = 201088 * 2880
+    assert d.weight_bytes == pytest.approx(shared * 2 + 128 * x * 0.5, rel=1e-9)
+    # one decode step of 64 sequences at no context, at 100% efficiency
+    c = CostModel(d).components(0, 0.0, 0.0, 0, 64, 0.0)
+    routed = 2 * 4 * x
+    flops_fp8 = routed * 64
+    flops_bf16 = (2 * (5.1e9 - 2 * head) - routed + 2 * head) * 64
+    assert c.compute0_ns == pytest.approx(
+        (flops_fp8 / 4500e12 + flops_bf16 / 2250e12) * 1e9, rel=1e-9)
+    touched = 1 - (1 - 4 / 128) ** 64
+    kv = 64 * OSS.kv_values_per_token() * d.kv_dtype.bytes  # the new tokens' writes
+    assert c.memory0_ns == pytest.approx(
+        (shared * 2 + touched * 128 * x * 0.5 + kv) / 8e12 * 1e9, rel=1e-9)
+    # a model without the rule (NVFP4-style: everything FP4) reads a quarter as much
+    plain = Deployment(a, replace(OSS, dense_precision=None), Precision.FP4)
+    assert plain.dense_dtype is Precision.FP4
+    assert plain.weight_bytes == pytest.approx(117e9 * 0.5, rel=1e-9)
+    # FP8 or BF16 deployments are not widened further
+    assert Deployment(a, OSS, Precision.BF16).dense_dtype is Precision.BF16
+
+
+def test_an_accelerator_without_a_wider_figure_keeps_the_rest_precision() -> None:
+    """VR200's row lists FP4 only: gpt-oss's BF16 weights and Qwen3-VL's BF16 encoder
+    run at the FP4 figure there (the table has no other), and still read 2 bytes."""
+    vr = find_accelerator("VR200")
+    d = Deployment(vr, OSS, Precision.FP4)
+    assert d.dense_dtype is Precision.BF16
+    assert d.dense_compute_dtype is Precision.FP4
+    CostModel(d).components(128, 128 * 129 / 2, 0.0, 1, 8, 1000.0)  # no error
+    qwen = find_model("qwen3-vl-235b-a22b")
+    c = CostModel(Deployment(vr, qwen, Precision.FP4, tp=4, ep=4))
+    assert c.cost(1000, 1000 * 1001 / 2, 0.0, 1, 0, 0.0, encoder_flops=1e12).compute_ns > 0

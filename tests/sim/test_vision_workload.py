@@ -19,13 +19,14 @@ from tokenmark.perfmodel import (
     find_model,
 )
 from tokenmark.perfmodel.outputs import OutputPlanner, output_model
+from tokenmark.perfmodel.vision import vision_encoder
 from tokenmark.records import Message, Sample
 from tokenmark.sim.run import request_arrays
-from tokenmark.sim.workloads import image_load, synthetic_dataset
+from tokenmark.sim.workloads import image_arrays, image_load, synthetic_dataset
 from tokenmark.workload.images import ImageSize, data_url, generate_png, sniff
 
 QWEN = "qwen3-vl-235b-a22b"
-# One 2048 x 2048 product image (workloads.csv): a multiple of 32 on both sides and
+# One 2048 x 2048 product image: a multiple of 32 on both sides and
 # below max_pixels, so it stays; 16 x 16 patches: 128 x 128 = 16384; 2 x 2 merged:
 # 4096 image tokens, plus <|vision_start|> and <|vision_end|>.
 P = 16384
@@ -41,19 +42,40 @@ ENCODER = EMBED + D * (LINEAR + ATTENTION) + 4 * MERGE  # ~48.2 TFLOP
 
 
 def test_an_image_is_tokens_and_encoder_work():
-    tokens, flops = image_load(QWEN)
-    assert tokens == TOKENS
-    assert flops == pytest.approx(ENCODER)
+    enc = vision_encoder(find_model(QWEN))
+    assert enc is not None
+    assert enc.prompt_tokens(2048, 2048) == TOKENS
+    assert enc.flops(enc.patches(2048, 2048)) == pytest.approx(ENCODER)
     assert 48e12 < ENCODER < 48.5e12
     assert image_load("llama3.1-8b") == (0, 0.0)  # a text-only benchmark
+
+
+def test_the_image_sizes_follow_the_datasets_histogram():
+    """workloads.csv's mix is the MLPerf Qwen3-VL notebook's visual-token histogram
+    (47,572 samples read back, mean 1,279 image tokens): the mean of a run's images is
+    that plus the 2 markers, and sample shares follow the bins."""
+    tokens, flops = image_load(QWEN)
+    assert tokens == pytest.approx(1279 + 2, abs=2)
+    t, f = image_arrays(QWEN, 47572) or (None, None)
+    assert t is not None and f is not None
+    assert t.mean() == pytest.approx(tokens, rel=2e-3)
+    assert f.mean() == pytest.approx(flops, rel=5e-3)
+    # the first bin (0-250 tokens, 8,444 samples) is a 352 x 352 image: 11 x 11 tokens
+    assert (t == 11 * 11 + 2).mean() == pytest.approx(8444 / 47572, abs=2e-3)
+    # the 2048 x 2048 bin (4,000-4,250 tokens, 727 samples)
+    assert (t == TOKENS).mean() == pytest.approx(727 / 47572, abs=1e-3)
+    assert image_arrays("llama3.1-8b", 4) is None
 
 
 def test_synthetic_samples_carry_their_images():
     ds = synthetic_dataset(QWEN, 64, seed=3)
     inp, out, enc = request_arrays(ds, QWEN)
     text = np.array([ds.sample(i).input_tokens for i in range(64)])
-    assert (inp == text + TOKENS).all()
-    assert enc is not None and (enc == ENCODER).all()
+    t, f = image_arrays(QWEN, 64) or (None, None)
+    assert t is not None and f is not None
+    assert (inp == text + t).all()
+    assert enc is not None and (enc == f).all()
+    assert len(set(t.tolist())) > 5  # the samples' images differ in size
     ds8 = synthetic_dataset("llama3.1-8b", 16, seed=3)
     assert request_arrays(ds8, "llama3.1-8b")[2] is None
 
@@ -76,7 +98,10 @@ def test_the_prefill_step_pays_for_the_encoder():
     attn = 4 * 94 * 64 * 128
     flops = (2 * body + 2 * routed * (imbalance - 1)) * n + 2 * head + attn * n * (n + 1) / 2
     peak = 4 * 15000e12  # the replica's FP4 FLOP/s
-    compute = (flops + ENCODER) / peak * 1e9 / 0.5
+    # the vision tower stays BF16 (vision.csv precision; the NVFP4 recipe ignores
+    # visual.*): the encoder runs at GB300's 2500 dense BF16 TFLOPS
+    peak_enc = 4 * 2500e12
+    compute = flops / peak * 1e9 / 0.5 + ENCODER / peak_enc * 1e9 / 0.5
     assert plan.cost.compute_ns == pytest.approx(compute, rel=1e-6)
     # the encoder's share is counted as prefill compute
     assert plan.cost.prefill_flop_share == pytest.approx(1.0, abs=1e-3)
@@ -84,7 +109,15 @@ def test_the_prefill_step_pays_for_the_encoder():
     e2 = ReplicaEngine(d)
     e2.submit(0, n, 2)
     assert e2.advance().plan.cost.compute_ns == pytest.approx(
-        compute - ENCODER / peak * 1e9 / 0.5, rel=1e-6)
+        compute - ENCODER / peak_enc * 1e9 / 0.5, rel=1e-6)
+    # at BF16 the encoder costs no more than the language model's precision would
+    d16 = Deployment(gb300, m, Precision.BF16, tp=4, ep=4, efficiency=eff)
+    e3 = ReplicaEngine(d16)
+    e3.submit(0, n, 2, encoder_flops=ENCODER)
+    e4 = ReplicaEngine(d16)
+    e4.submit(0, n, 2)
+    assert (e3.advance().plan.cost.compute_ns - e4.advance().plan.cost.compute_ns
+            == pytest.approx(ENCODER / peak_enc * 1e9 / 0.5, rel=1e-6))
 
 
 class _File:
@@ -123,3 +156,14 @@ def test_a_dataset_file_is_read_as_the_emulated_server_reads_it():
     assert enc is not None and enc.tolist() == pytest.approx([flops, 0.0])
     # a text-only file has no encoder work
     assert request_arrays(_File([plain]), "llama3.1-8b")[2] is None
+
+
+def test_a_bad_image_size_in_workloads_csv_is_named() -> None:
+    from tokenmark.errors import ConfigError
+    from tokenmark.sim.workloads import _sizes
+
+    assert _sizes("b", "640x480") == (((640, 480), 1.0),)
+    assert _sizes("b", "64x64*3; 32x16*1") == (((64, 64), 3.0), ((32, 16), 1.0))
+    for bad in ("640", "axb*2", "64x64*0", "0x64"):
+        with pytest.raises(ConfigError, match="image_size"):
+            _sizes("b", bad)

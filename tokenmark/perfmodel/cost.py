@@ -16,6 +16,10 @@ per accelerator of the replica (all of them work in lock-step):
   parallelism), ``2 x vocab x hidden`` per token that produces a logit (decode tokens
   and each prefill chunk's last), and attention (QK and AV over every (query, context)
   pair; see :meth:`~tokenmark.perfmodel.hardware.ModelArch.attention_flops_per_pair`);
+- a model whose weights outside the routed experts stay wider than the deployment's
+  precision (:attr:`~tokenmark.perfmodel.Deployment.dense_dtype`: gpt-oss keeps
+  attention, router, embeddings and head in BF16 around its MXFP4 experts) reads them
+  at that width and runs their FLOPs at that width's peak;
 - memory = (weights read + KV traffic) / (bandwidth x ``mbu``) per accelerator: every
   pipeline stage reads its weights once per microbatch and ``pp`` microbatches are in
   flight, so a step costs each accelerator its group's share (``/ tp``) of the
@@ -34,7 +38,9 @@ per accelerator of the replica (all of them work in lock-step):
 - overhead = ``step_overhead_ns`` + ``seq_overhead_ns`` x sequences in the step;
 - a vision-language model's step that starts prefilling a request with images also runs
   the vision encoder on them: ``encoder_flops`` (:mod:`~tokenmark.perfmodel.vision`) at
-  the efficiency of the encoder's width, counted as prefill compute.
+  the efficiency of the encoder's width and the peak of its own precision where that is
+  wider than the language model's (vision.csv ``precision``: BF16, as the quantisation
+  recipes leave the vision tower), counted as prefill compute.
 
 With speculative decoding (``spec_tokens`` = s) each decoding sequence runs ``1 + s``
 tokens through the model (compute, all-to-all and expert touches for all of them; its
@@ -132,14 +138,19 @@ class CostModel:
         # KV bytes per token of context, each copy counted (see ModelArch.kv_replication)
         self._kv = d.kv_bytes_per_token * d.kv_replication
         self._n = n
-        self._body2 = 2.0 * m.body_params
+        # FLOPs over weights kept wider than the experts (Deployment.dense_dtype) run at
+        # that width's peak: counted here as FLOPs at the deployment's peak, scaled by
+        # the ratio of the two peaks
+        wide = acc.tflops_at(d.compute_dtype) / acc.tflops_at(d.dense_compute_dtype)
         self._routed2 = 2.0 * m.routed_active  # of _body2: the routed experts' share
-        self._head2 = 2.0 * m.head_params
+        self._body2 = self._routed2 + (2.0 * m.body_params - self._routed2) * wide
+        self._head2 = 2.0 * m.head_params * wide
+        self._head_bytes = m.head_params * d.dense_dtype.bytes
         self._attn_p = m.attention_flops_per_pair(decode=False)
         self._attn_d = m.attention_flops_per_pair(decode=True)
         # weight bytes one accelerator reads per step: the non-expert weights of its
         # group's share (over tp) and its share of the routed experts touched
-        self._w_shared = m.shared_params * self._wbytes / d.tp
+        self._w_shared = m.shared_params * d.dense_dtype.bytes / d.tp
         self._w_experts = m.expert_total * self._wbytes / (d.tp * d.dp)
         up = acc.scale_up_gb_s_bidir / 2  # GB/s one direction
         out = topo.scale_out_gb_s
@@ -160,6 +171,13 @@ class CostModel:
         self._mfu = eff.mfu_for(m.hidden)
         enc = vision_encoder(m)
         self._mfu_enc = eff.mfu_for(enc.hidden) if enc is not None else self._mfu
+        # the vision encoder runs at its own precision where that is wider (BF16: the
+        # quantisation recipes leave it unquantised)
+        self._peak_enc_per_ns = self._peak_per_ns
+        if enc is not None and enc.precision is not None and (
+                enc.precision.bytes > d.compute_dtype.bytes):
+            self._peak_enc_per_ns = n * acc.tflops_at(
+                acc.wider_or(enc.precision, d.compute_dtype)) * 1e12 / 1e9
         self._has_comm = d.tp > 1 or d.pp > 1 or moe_a2a
         # speculative decoding: each decoding sequence runs 1 + s tokens through the
         # model, after s passes of the draft (its layers' share of the body, and the
@@ -234,7 +252,7 @@ class CostModel:
         f = self._draft_frac
         body = self._body2 + self._routed2 * (self.imbalance(seqs) - 1.0)
         flops = (f * body + self._head2) * seqs
-        weights = f * self._weights(seqs) + self._head2 / 2 * self._wbytes / self.d.tp
+        weights = f * self._weights(seqs) + self._head_bytes / self.d.tp
         return flops, weights, f * self._comm(seqs)
 
     def _comm(self, tokens: float) -> float:
@@ -278,7 +296,7 @@ class CostModel:
         compute = c.compute0_ns / self._mfu
         share = c.prefill_flop_share
         if encoder_flops > 0:
-            enc = encoder_flops / self._peak_per_ns / self._mfu_enc
+            enc = encoder_flops / self._peak_enc_per_ns / self._mfu_enc
             share = (compute * share + enc) / (compute + enc)
             compute += enc
         memory = c.memory0_ns / eff.mbu

@@ -171,6 +171,28 @@ class Deployment:
         return Precision.BF16 if self.accelerator.tflops.get("bf16") else native
 
     @property
+    def dense_dtype(self) -> Precision:
+        """The precision of the weights outside the routed experts (attention, router,
+        embeddings, output head) and of their matmuls: the model's
+        :attr:`~tokenmark.perfmodel.hardware.ModelArch.dense_precision` where it is
+        wider than the deployment's (gpt-oss's checkpoint keeps them in BF16 around its
+        MXFP4 experts), else the deployment's own."""
+        keep = self.model.dense_precision
+        if keep is None or keep.bytes <= self.precision.bytes:
+            return self.precision
+        return keep
+
+    @property
+    def dense_compute_dtype(self) -> Precision:
+        """The precision the matmuls over the weights outside the routed experts run at:
+        :attr:`compute_dtype` unless those weights are kept wider (:attr:`dense_dtype`),
+        then the accelerator's for that width (:meth:`Accelerator.wider_or`)."""
+        keep = self.dense_dtype
+        if keep is self.precision:
+            return self.compute_dtype
+        return self.accelerator.wider_or(keep, self.compute_dtype)
+
+    @property
     def tokens_per_step(self) -> float:
         """Mean tokens a decoding sequence makes per step (1 without a draft)."""
         if self.spec_tokens and self.model.draft is not None:
@@ -221,12 +243,14 @@ class Deployment:
     @property
     def weight_bytes(self) -> float:
         """Weights of one replica (all its accelerators together): the routed experts
-        once, everything else once per attention group, and the draft's weights."""
+        once, everything else once per attention group (at :attr:`dense_dtype`), and
+        the draft's weights."""
         m = self.model
-        params = m.shared_params * self.dp + m.expert_params * self.expert_slots
+        experts = m.expert_params * self.expert_slots
         if self.spec_tokens and m.draft is not None:
-            params += m.draft.params
-        return params * self.precision.bytes
+            experts += m.draft.params
+        return (m.shared_params * self.dp * self.dense_dtype.bytes
+                + experts * self.precision.bytes)
 
     @property
     def kv_bytes_per_token(self) -> float:

@@ -113,6 +113,15 @@ class Accelerator:
         raise ConfigError(f"{self.short} computes no format as wide as {weights.value} "
                           f"weights (it has: {have})")
 
+    def wider_or(self, wide: Precision, fallback: Precision) -> Precision:
+        """:meth:`compute_precision` of ``wide`` (a part of a model kept wider than the
+        rest), or ``fallback`` (the rest's) where accelerators.csv gives this accelerator
+        no figure that wide (VR200 lists FP4 only): the table has no other rate for it."""
+        try:
+            return self.compute_precision(wide)
+        except ConfigError:
+            return fallback
+
     @property
     def lowest_precision(self) -> Precision:
         """The narrowest precision the accelerator computes natively (what MLPerf
@@ -148,6 +157,10 @@ class Draft:
         return float(sum(self.acceptance ** i for i in range(n + 1)))
 
 
+#: ModelArch's fields added after its pickles were first keyed on (each None unless set).
+_LATE_FIELDS = ("fp4_activations", "dense_precision")
+
+
 @dataclass(frozen=True, slots=True)
 class ModelArch:
     name: str  # e.g. "Llama-3.1-8B"
@@ -170,19 +183,26 @@ class ModelArch:
     #: has an FP4 path (None: FP4 too, W4A4 as NVFP4 checkpoints run); see
     #: :attr:`~tokenmark.perfmodel.Deployment.compute_dtype`.
     fp4_activations: Precision | None = None
+    #: The precision the weights outside the routed experts (attention, router,
+    #: embeddings, output head) keep where the deployment's is narrower (None: the
+    #: deployment's): gpt-oss's checkpoint quantises only its experts to MXFP4; see
+    #: :attr:`~tokenmark.perfmodel.Deployment.dense_dtype`.
+    dense_precision: Precision | None = None
 
     def __getstate__(self) -> list[object]:
-        # a model without fp4_activations pickles as before the field existed, so the
-        # calibration caches keyed on pickled deployments keep their keys
+        # a model without the fields added last (None) pickles as before they existed,
+        # so the calibration caches keyed on pickled deployments keep their keys
         state = [getattr(self, f.name) for f in fields(self)]
-        return state[:-1] if self.fp4_activations is None else state
+        while len(state) > len(fields(self)) - len(_LATE_FIELDS) and state[-1] is None:
+            state.pop()
+        return state
 
     def __setstate__(self, state: list[object]) -> None:
         names = [f.name for f in fields(self)]
         for name, value in zip(names, state, strict=False):
             object.__setattr__(self, name, value)
-        if len(state) < len(names):
-            object.__setattr__(self, "fp4_activations", None)
+        for name in names[len(state):]:
+            object.__setattr__(self, name, None)
 
     @property
     def is_moe(self) -> bool:
@@ -367,6 +387,8 @@ def models() -> dict[str, ModelArch]:
             draft=drafts.get(r["model"]),
             fp4_activations=Precision.parse(r["fp4_activations"])
             if r.get("fp4_activations") else None,
+            dense_precision=Precision.parse(r["dense_precision"])
+            if r.get("dense_precision") else None,
         )
     return out
 

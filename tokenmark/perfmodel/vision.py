@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from tokenmark.errors import ConfigError
-from tokenmark.perfmodel.hardware import ModelArch, read_data_csv
+from tokenmark.perfmodel.hardware import ModelArch, Precision, read_data_csv
 from tokenmark.records import Message
 from tokenmark.workload.images import ImageInfo, sniff
 
@@ -104,6 +104,10 @@ class VisionEncoder:
     mergers: int
     out_hidden: int
     markers: int
+    #: The precision its weights keep and its matmuls run at whatever the language
+    #: model's (None: the language model's): quantisation recipes leave the vision
+    #: tower unquantised (vision.csv's sources).
+    precision: Precision | None = None
 
     @property
     def factor(self) -> int:
@@ -158,7 +162,8 @@ def _encoders() -> dict[str, VisionEncoder]:
             depth=int(r["depth"]), hidden=int(r["hidden"]),
             intermediate=int(r["intermediate"]), heads=int(r["heads"]),
             mergers=int(r["mergers"]), out_hidden=int(r["out_hidden"]),
-            markers=int(r["markers"]))
+            markers=int(r["markers"]),
+            precision=Precision.parse(r["precision"]) if r.get("precision") else None)
     return out
 
 

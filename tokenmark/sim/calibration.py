@@ -17,16 +17,46 @@ and earlier), so what users get is what was scored.
   and its throughput under any parameters is exact and cheap; a row's prediction is
   its best candidate's, as the planner chooses. One **global** size exponent (compute
   efficiency scales with ``(hidden / 8192) ** exponent``) is chosen by grid search;
-- *stage 2*: for **Server** and **Interactive**, the bandwidth efficiency ``mbu`` and
-  the ``serial_fraction`` (how much of the shorter of a step's compute and memory time
-  is not overlapped), which Offline's compute-bound steps hardly show. Each latency
-  row (at most ``LATENCY_ROWS_PER_GROUP`` systems per architecture and scenario, the
-  newest rounds first) is **inverted**: the ``mbu`` at which its simulated result (on
-  the candidate the planner picks at a nominal pair) equals the published one, for
-  each serial fraction of ``SERIALS`` (secant search in log space); a group takes the
-  serial fraction under which its rows agree best (the smallest median absolute
-  deviation of ``log mbu``) and the median ``mbu`` under it. The rest of a latency
-  row's parameters are its group's stage-1 values.
+- *stage 2*, the latency scenarios, on the latency rows (at most
+  ``LATENCY_ROWS_PER_GROUP`` systems per architecture and scenario, the newest rounds
+  first), each **inverted**: the parameter at which its simulated result (on the
+  candidate the planner picks at a nominal value) equals the published one (secant
+  search in log space). What differs physically between Offline and a latency
+  scenario at one deployment is, first, the batches the latency limits allow - the
+  simulator finds them itself (its latency search keeps the highest rate whose TTFT and
+  TPOT fit) - and second, what serving costs on top of the kernels, which differs by
+  scenario:
+
+  - **Server**'s batches are near Offline's, so its steps run Offline's kernels; what
+    it adds is serving overhead - scheduling arrivals, chunked prefill interfering with
+    the decodes, the router - which slows a step as a whole, not its memory traffic
+    alone. So Server takes one **Server speed**: every step's compute, memory and
+    overhead time over it (:meth:`~tokenmark.perfmodel.Efficiency.at_speed`; the
+    links' time is not the kernels'), the serial fraction stage 1's. A Server row
+    whose system published the same benchmark Offline in the same round is inverted
+    for the speed relative to its Offline parameters at its model's level *and* at
+    that system's Offline residual (:meth:`Fit.offline_residual`), so that it holds
+    what differs between the scenarios on one deployment, not the Offline fit's error
+    on that system. The speed belongs to the serving stack and its scheduler rather
+    than the chip, so it is fitted per **vendor** (then over everything): the median
+    of the rows' log speeds, at most 1. (Inverting the bandwidth efficiency instead,
+    as before, charged every Server shortfall to memory time: Blackwell Ultra's Server
+    ``mbu`` came out 0.21 against 0.79 Offline, which a memory-bound model paid in
+    full. Per architecture, the speed is no better: Blackwell Ultra's two systems
+    before v6.0 gave 0.29, and its v6.0 Server rows came out -70%.)
+  - **Interactive**'s limits cut batches to a few sequences per step, whose
+    weight-reading kernels reach a bandwidth of their own, so Interactive takes the
+    bandwidth efficiency ``mbu`` and the ``serial_fraction`` (how much of the shorter
+    of a step's compute and memory time is not overlapped), which Offline's
+    compute-bound steps hardly show: per serial fraction of ``SERIALS``, each row's
+    ``mbu`` (at the nominal pair ``NOMINAL``); a group takes the serial fraction under
+    which its rows agree best (the smallest median absolute deviation of ``log mbu``)
+    and the median ``mbu`` under it, per (architecture, stack, round) as stage 1 (a
+    group without Interactive rows of its own takes every latency row's, Server's
+    included).
+
+  The rest of a latency row's parameters are its group's stage-1 values at its
+  model's level.
 
 **Model levels**: a group's parameters hold all its models, but a model new to an
 architecture and stack runs on less mature kernels than the models the stack has been
@@ -43,8 +73,9 @@ training round up to its own on its stack (else on any stack); a model the train
 never saw takes the **new-model prior**: the median level of the training set's models
 in their first round (those that debuted after its first round), so what a new model's
 kernels cost is fitted on earlier debuts, never set per model or row. Stage 2's
-inversions are divided by their row's speed, so a latency group's ``mbu`` is the
-group's too. Levels are per model, stack and round - never per system or row.
+``mbu`` inversions are divided by their row's speed, so a latency group's ``mbu`` is
+the group's too; its Server speeds are made at the row's level. Levels are per model,
+stack and round - never per system or row.
 
 **Groups** go from specific to general: (architecture, stack, round) - the round
 standing for the software release - where the newest round up to the row's own with
@@ -105,14 +136,18 @@ FORWARD_ROUNDS = ("v5.1", "v6.0", "v6.1")
 ALPHA_GRID = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2)
 SERIALS = (0.0, 1.0)
 MBU_BOUNDS = (0.05, 1.0)
+#: The Server speed's search range (stage 2).
+SPEED_BOUNDS = (0.05, 2.0)
 #: A model level is shrunk toward its group as if it had this many more rows at zero.
 LEVEL_SHRINK = 1.0
 #: Backfitting rounds of the model levels and the groups.
 LEVEL_ITERS = 3
 #: Stage 2 inverts at most this many systems' rows per architecture and scenario.
 LATENCY_ROWS_PER_GROUP = 12
-#: The nominal latency pair at which a latency row's candidate is picked for stage 2.
+#: The nominal latency pair at which an Interactive row's candidate is picked for stage 2.
 NOMINAL = (0.4, 0.5)
+#: The Server speed at which a Server row's candidate is picked for stage 2.
+NOMINAL_SPEED = 0.7
 #: GPT-J's Server limit (retired after v5.0, so absent from the presets): p99 E2E 20 s.
 GPTJ_SERVER = LatencyLimits(e2e_ns=20_000_000_000)
 DATASET_SAMPLES = 8192
@@ -230,6 +265,26 @@ def _invert_job(job: tuple[Any, ...]) -> tuple[int, list[float]]:
     return k, out_mbu
 
 
+def _speed_job(job: tuple[Any, ...]) -> tuple[int, list[float]]:
+    """A Server row's candidate at ``NOMINAL_SPEED`` and the Server speed (a list of
+    one) at which its simulated result equals the published one."""
+    tag, deps, inp, out, limits, samples, eff, published, requests, enc = job
+    assert tag == "speed"
+    nominal = eff.at_speed(NOMINAL_SPEED)
+    vals = [server_rate(d, inp, out, limits, nominal, samples=samples,
+                        requests=requests, rel_tol=SCREEN_TOL, encoder=enc)[0]
+            for d in deps]
+    k = int(np.argmax(vals))
+    d = deps[k]
+
+    def f(speed: float) -> float:
+        v, _ = server_rate(d, inp, out, limits, eff.at_speed(speed), samples=samples,
+                           requests=requests, rel_tol=0.03, encoder=enc)
+        return math.log(max(v, 1e-9) / published)
+
+    return k, [_secant_log(f, 0.5, 0.9, *SPEED_BOUNDS)]
+
+
 def _secant_log(f: Callable[[float], float], a: float, b: float, lo: float, hi: float,
                 evals: int = 5, tol: float = 0.03) -> float:
     """The ``x`` in ``[lo, hi]`` with ``f(x) = 0`` (``f`` increasing), by the secant
@@ -329,10 +384,16 @@ class Fit:
         self.train = train
         self.traces = traces
         self.inverted: dict[tuple[Any, ...], tuple[int, list[float]]] = {}
+        self.speeds: dict[tuple[Any, ...], float] = {}
         self.offline = self._dedup([s for s in train if s.row.scenario == "Offline"])
         self.latency: list[Setup] = []
+        #: each (system, benchmark, round)'s Offline rows (stage 2's pairs)
+        self._offline_by: dict[tuple[Any, ...], list[Setup]] = defaultdict(list)
+        for o in self.offline:
+            self._offline_by[(o.row.system_key, o.row.benchmark, o.row.round)].append(o)
         self._stage1: dict[tuple[Level, float], tuple[Efficiency, float, int] | None] = {}
         self._stage2: dict[tuple[Level, str], tuple[float, float, int] | None] = {}
+        self._server: dict[Level, tuple[float, int] | None] = {}
         #: log speed of each (model, stack, round) with Offline rows (the model level)
         self.level: dict[tuple[str, str, str], float] = {}
         self.level_rows: dict[tuple[str, str, str], int] = {}
@@ -341,12 +402,16 @@ class Fit:
         self.debuts: dict[str, tuple[str, float]] = {}
         self._fit_levels()
 
-    def set_inverted(self, inverted: dict[tuple[Any, ...], tuple[int, list[float]]]) -> None:
-        """Stage 2's inversions of the training latency rows."""
+    def set_inverted(self, inverted: dict[tuple[Any, ...], tuple[int, list[float]]],
+                     speeds: dict[tuple[Any, ...], float] | None = None) -> None:
+        """Stage 2's inversions of the training latency rows: each row's candidate and
+        ``mbu`` per serial fraction (for Interactive), and each Server row's speed."""
         self.inverted = inverted
+        self.speeds = speeds or {}
         self.latency = [s for s in self.train if s.row.scenario != "Offline"
                         and s.key in inverted]
         self._stage2.clear()
+        self._server.clear()
 
     @staticmethod
     def _dedup(rows: list[Setup]) -> list[Setup]:
@@ -511,6 +576,21 @@ class Fit:
                 f"{used}; model {how} x{sp:.3f}")
 
     # -- stage 2 ----------------------------------------------------------------------------
+    def offline_residual(self, s: Setup) -> float | None:
+        """How many times as fast as its parameters say the same system ran the same
+        benchmark Offline in the same round (the geometric mean over its Offline rows
+        there), or None when it has no such row: stage 2 inverts a latency row on its
+        Offline parameters at this speed, so the latency speed holds what differs
+        between the scenarios, not the Offline fit's error on that system."""
+        pairs = self._offline_by.get((s.row.system_key, s.row.benchmark, s.row.round))
+        if not pairs:
+            return None
+        logs = []
+        for o in pairs:
+            pred = max(predict_rate(t, self.offline_params(o)[0]) for t in self.traces[o.key])
+            logs.append(math.log(o.row.result / max(pred, 1e-9)))
+        return math.exp(sum(logs) / len(logs))
+
     def stage2(self, level: Level, scenario: str) -> tuple[float, float, int] | None:
         """(mbu, serial fraction, systems) of ``level``'s latency rows of ``scenario``
         (``""``: every latency scenario), or None with too few systems."""
@@ -535,8 +615,39 @@ class Fit:
                 self._stage2[k] = (best[1], best[2], len(systems))
         return self._stage2[k]
 
+    def server_speed(self, level: Level) -> tuple[float, int] | None:
+        """(Server speed, systems) of ``level``'s inverted Server rows, or None with too
+        few systems: the median of their log speeds, at most 1 (serving adds work to a
+        step, it takes none away)."""
+        if level not in self._server:
+            rows = [s for s in self.train if s.key in self.speeds
+                    and self._matches(s, level)]
+            systems = {s.row.system_key for s in rows}
+            if len(systems) < MIN_SYSTEMS:
+                self._server[level] = None
+            else:
+                med = float(np.median(np.log([self.speeds[s.key] for s in rows])))
+                self._server[level] = (min(1.0, math.exp(med)), len(systems))
+        return self._server[level]
+
+    def _server_level(self, chain: list[Level]) -> tuple[float, Level, int] | None:
+        """The Server speed a row of ``chain``'s groups takes: its vendor's, else
+        everything's (``chain``'s last two levels)."""
+        for level in chain[-2:]:
+            got = self.server_speed(level)
+            if got is not None:
+                return got[0], level, got[1]
+        return None
+
     def latency_params(self, s: Setup) -> tuple[Efficiency, str]:
         eff, used = self.offline_params(s)
+        if s.row.scenario == "Server":
+            srv = self._server_level(self.levels(s))
+            if srv is None:
+                return eff, used + " (no Server rows)"
+            where = f"{'/'.join(srv[1])} Server"
+            return (eff.at_speed(srv[0], f"{eff.source}; Server x{srv[0]:.3f} from {where}"),
+                    f"{used} (Server x{srv[0]:.3f} from {where})")
         sp = self.speed(s)[0]
         for level in self.levels(s):
             for sc in (s.row.scenario, ""):
@@ -566,16 +677,18 @@ class Fit:
             if base is None:
                 continue
             out[(*lv, "Offline")] = base
-            for sc in ("Server", "Interactive"):
-                # a group without latency rows of its own takes the next one's, as a
-                # row's latency_params does (not its Offline mbu)
-                got = next((g for g in (self.stage2(c, x) for c in chains[lv]
-                                        for x in (sc, "")) if g is not None), None)
-                if got is not None:
-                    eff = replace(base[0], mbu=got[0], serial_fraction=got[1])
-                    out[(*lv, sc)] = (eff, base[1], got[2])
-                else:
-                    out[(*lv, sc)] = base
+            srv = self._server_level(chains[lv])
+            out[(*lv, "Server")] = (base if srv is None else
+                                    (base[0].at_speed(srv[0]), base[1], srv[2]))
+            # a group without Interactive rows of its own takes the next one's, as a
+            # row's latency_params does (not its Offline mbu)
+            got = next((g for g in (self.stage2(c, x) for c in chains[lv]
+                                    for x in ("Interactive", "")) if g is not None), None)
+            if got is not None:
+                eff = replace(base[0], mbu=got[0], serial_fraction=got[1])
+                out[(*lv, "Interactive")] = (eff, base[1], got[2])
+            else:
+                out[(*lv, "Interactive")] = base
         return out
 
 
@@ -643,6 +756,7 @@ def fit(train: list[Setup], *, server: bool = True, requests: int = 1500,
         traces[s.key] = flat[i:i + len(s.plans)]
         i += len(s.plans)
     inverted: dict[tuple[Any, ...], tuple[int, list[float]]] = {}
+    speeds: dict[tuple[Any, ...], float] = {}
     f = Fit(train, traces)
     say(f"stage 1: size exponent {f.alpha}")
     if server:
@@ -656,8 +770,20 @@ def fit(train: list[Setup], *, server: bool = True, requests: int = 1500,
                                     say, cached_inversions), strict=True):
             if got is not None:
                 inverted[s.key] = got
-        say(f"stage 2: {len(inverted)} latency rows inverted")
-    f.set_inverted(inverted)
+        paired = _latency_sample([s for s in train if s.row.scenario == "Server" and s.limits
+                                  and (latency_before is None or round_key(s.row.round)
+                                       < round_key(latency_before))
+                                  and f.offline_residual(s) is not None], latency_rows)
+        sjobs = [("speed", _deployments(s), s.inputs, s.outputs, s.limits, s.samples,
+                  f.offline_params(s)[0].at_speed(f.offline_residual(s) or 1.0),
+                  s.row.result, requests, s.encoder) for s in paired]
+        say(f"stage 2: inverting {len(sjobs)} Server rows' speed")
+        for s, sgot in zip(paired, _run(_speed_job, sjobs, workers, cache_dir, "inversions",
+                                        say, cached_inversions), strict=True):
+            if sgot is not None:
+                speeds[s.key] = sgot[1][0]
+        say(f"stage 2: {len(inverted)} latency rows inverted, {len(speeds)} Server speeds")
+    f.set_inverted(inverted, speeds)
     return f
 
 
@@ -821,4 +947,5 @@ def write_inversions(path: Path, f: Fit) -> None:
                                  "scenario": s.row.scenario, "arch": s.arch,
                                  "candidate": s.plans[k].deployment.label,
                                  "mbu_by_serial": dict(zip(map(str, SERIALS), mbus,
-                                                           strict=True))}) + "\n")
+                                                           strict=True)),
+                                 "server_speed": f.speeds.get(s.key)}) + "\n")

@@ -290,8 +290,9 @@ def write_efficiency(path: Path, params: dict[tuple[str, str, str, str],
                         f"{eff.seq_overhead_ns / 1000:.2f}", f"{eff.size_exponent:.2f}",
                         f"{eff.serial_fraction:.2f}", n, f"{ape:.4f}",
                         "fitted on the rounds up to v6.0 by bench/calibrate.py: mfu and "
-                        "overheads on Offline rows, mbu and serial fraction on "
-                        "Server/Interactive rows"])
+                        "overheads on Offline rows, Server: one speed on Offline's per "
+                        "vendor from Server rows, Interactive: mbu and serial fraction "
+                        "from Interactive rows"])
 
 
 def write_levels(path: Path, levels: list[tuple[str, str, str, float, int]]) -> None:

@@ -6,8 +6,9 @@ least two systems, with ``mfu``, ``mbu``, the fixed step and per-sequence overhe
 the global size exponent, the serial fraction (how much of the shorter of a step's
 compute and memory time is not overlapped), the systems fitted and the fit's median
 error, once per scenario: ``Offline`` (stage 1, fitted on Offline results), ``Server``
-and ``Interactive`` (each with the bandwidth efficiency and serial fraction chosen on
-its own rows where it has enough, stage 1 refitted around them). Groups are
+(stage 1's parameters at the vendor's Server speed: ``mfu`` and ``mbu`` times it, the
+overheads over it) and ``Interactive`` (the bandwidth efficiency and serial fraction
+chosen on its own rows where it has enough). Groups are
 (architecture, stack, round) - the round standing for the software
 release, which the results CSV does not name - then (architecture, stack), the
 architecture, the vendor, and everything (``*``). A deployment takes the most

@@ -33,7 +33,7 @@ from tokenmark.records import ErrorClass
 from tokenmark.sim.cluster import Cluster
 from tokenmark.sim.driver import SimResult, simulate
 from tokenmark.sim.explain import explain, itl_column, with_verdict
-from tokenmark.sim.workloads import image_load
+from tokenmark.sim.workloads import image_arrays
 
 __all__ = ["SimulatedRun", "dataset_lengths", "file_requests", "request_arrays", "run_data",
            "run_simulation"]
@@ -70,16 +70,16 @@ def request_arrays(dataset: Dataset, benchmark: str
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Each sample's prompt tokens, output tokens and vision-encoder FLOPs (None for a
     text-only benchmark): a vision-language benchmark's synthetic samples carry its
-    images' tokens and encoder work (:func:`~tokenmark.sim.workloads.image_load`) on top
+    images' tokens and encoder work (:func:`~tokenmark.sim.workloads.image_arrays`) on top
     of their drawn text; a dataset file's samples are read as the emulated server reads
     them (:func:`file_requests`)."""
     if not isinstance(dataset, SyntheticDataset):
         return file_requests(dataset, benchmark)
     inp, out = dataset_lengths(dataset)
-    tokens, flops = image_load(benchmark)
-    if not tokens:
+    images = image_arrays(benchmark, inp.shape[0])
+    if images is None:
         return inp, out, None
-    return inp + tokens, out, np.full(inp.shape[0], flops)
+    return inp + images[0], out, images[1]
 
 
 def file_requests(dataset: Dataset, benchmark: str

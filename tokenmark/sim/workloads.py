@@ -8,23 +8,29 @@ published mean was found, and say so. A run against a real dataset file does not
 this table.
 
 A vision-language benchmark's row also names its images per request and their size
-(``images``, ``image_size``): :func:`image_load` turns them into the prompt tokens they
-add and the vision encoder's FLOPs by the one rule the emulated server applies
-(:mod:`tokenmark.perfmodel.vision`: the processor's resize, 32 x 32 pixels a token for
-Qwen3-VL, its ViT's FLOPs).
+(``images``, ``image_size``: one ``WIDTHxHEIGHT``, or a mix ``WxH*COUNT;WxH*COUNT;...``
+read from the dataset's published size distribution): :func:`image_arrays` gives each
+sample its image (sample *i* takes the size at the mix's quantile ``frac(i x 0.618...)``,
+so any run's samples follow the mix) and :func:`image_load` the mean, as the prompt
+tokens they add and the vision encoder's FLOPs by the one rule the emulated server
+applies (:mod:`tokenmark.perfmodel.vision`: the processor's resize, 32 x 32 pixels a
+token for Qwen3-VL, its ViT's FLOPs).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cache
+
+import numpy as np
 
 from tokenmark.dataset import LengthDistribution, SyntheticDataset
 from tokenmark.errors import ConfigError
 from tokenmark.perfmodel.hardware import find_model, read_data_csv
 from tokenmark.perfmodel.vision import vision_encoder
 
-__all__ = ["Workload", "image_load", "synthetic_dataset", "workload"]
+__all__ = ["Workload", "image_arrays", "image_load", "synthetic_dataset", "workload"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +43,8 @@ class Workload:
     status: str
     sources: str
     images: int = 0  # images per request (vision-language benchmarks)
-    image_size: tuple[int, int] = (0, 0)  # their width and height in pixels
+    #: their sizes (width, height) in pixels and each size's weight in the mix
+    image_sizes: tuple[tuple[tuple[int, int], float], ...] = ()
 
 
 @cache
@@ -54,35 +61,74 @@ def _table() -> dict[str, Workload]:
             status=r["status"],
             sources=r["sources"],
             images=int(r.get("images") or 0),
-            image_size=_size(r.get("image_size") or ""),
+            image_sizes=_sizes(r["benchmark"], r.get("image_size") or ""),
         )
     return out
 
 
-def _size(text: str) -> tuple[int, int]:
-    if not text:
-        return (0, 0)
-    w, h = text.lower().split("x")
-    return int(w), int(h)
+def _sizes(benchmark: str, text: str) -> tuple[tuple[tuple[int, int], float], ...]:
+    """``WxH`` or ``WxH*COUNT;WxH*COUNT;...`` as ((width, height), weight) pairs."""
+    out = []
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        size, _, count = part.partition("*")
+        try:
+            w, h = (int(x) for x in size.lower().split("x"))
+            weight = float(count) if count else 1.0
+        except ValueError:
+            raise ConfigError(f"workloads.csv: {benchmark}'s image_size {part!r} is not "
+                              "WIDTHxHEIGHT or WIDTHxHEIGHT*COUNT") from None
+        if w < 1 or h < 1 or weight <= 0:
+            raise ConfigError(f"workloads.csv: {benchmark}'s image_size {part!r} needs "
+                              "positive sides and count")
+        out.append(((w, h), weight))
+    return tuple(out)
 
 
-def image_load(benchmark: str) -> tuple[int, float]:
-    """The prompt tokens a request's images add (their image tokens and markers) and
-    the FLOPs the vision encoder spends on them, for ``benchmark``'s workload; (0, 0.0)
-    for a text-only one."""
+#: The golden-ratio step: sample i's quantile in the image-size mix is frac(i x this).
+_STEP = (math.sqrt(5.0) - 1.0) / 2.0
+
+
+def image_arrays(benchmark: str, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each of ``n`` samples' image prompt tokens (image tokens and markers) and vision
+    encoder FLOPs for ``benchmark``'s workload (None for a text-only one): sample *i*
+    takes the size at quantile ``frac(i x 0.618...)`` of the workload's size mix."""
+    try:
+        w = workload(benchmark)
+    except ConfigError:
+        return None
+    if not w.images or not w.image_sizes:
+        return None
+    enc = vision_encoder(find_model(benchmark))
+    if enc is None:
+        raise ConfigError(f"{benchmark} has images in workloads.csv but its model has no "
+                          "row in vision.csv")
+    tok = np.array([w.images * enc.prompt_tokens(x, y) for (x, y), _ in w.image_sizes],
+                   dtype=np.int64)
+    fl = np.array([w.images * enc.flops(enc.patches(x, y)) for (x, y), _ in w.image_sizes])
+    cum = np.cumsum([c for _, c in w.image_sizes], dtype=np.float64)
+    q = np.modf(np.arange(n, dtype=np.float64) * _STEP)[0] * cum[-1]
+    pick = np.minimum(np.searchsorted(cum, q, side="right"), len(cum) - 1)
+    return tok[pick], fl[pick]
+
+
+def image_load(benchmark: str) -> tuple[float, float]:
+    """The mean prompt tokens a request's images add (their image tokens and markers)
+    and the mean FLOPs the vision encoder spends on them, over ``benchmark``'s image-size
+    mix; (0, 0.0) for a text-only one."""
     try:
         w = workload(benchmark)
     except ConfigError:
         return 0, 0.0
-    if not w.images:
+    if not w.images or not w.image_sizes:
         return 0, 0.0
     enc = vision_encoder(find_model(benchmark))
     if enc is None:
         raise ConfigError(f"{benchmark} has images in workloads.csv but its model has no "
                           "row in vision.csv")
-    width, height = w.image_size
-    return (w.images * enc.prompt_tokens(width, height),
-            w.images * enc.flops(enc.patches(width, height)))
+    total = sum(c for _, c in w.image_sizes)
+    tokens = sum(c * enc.prompt_tokens(x, y) for (x, y), c in w.image_sizes) / total
+    flops = sum(c * enc.flops(enc.patches(x, y)) for (x, y), c in w.image_sizes) / total
+    return w.images * tokens, w.images * flops
 
 
 def _key(name: str) -> str:
