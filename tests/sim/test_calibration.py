@@ -405,3 +405,62 @@ def test_stage2_inverts_the_server_speed_a_result_was_simulated_at():
     # the secant search stops within 3% of the published result, the server search
     # within its own tolerance: the speed is close, not exact
     assert speed == pytest.approx(0.6, rel=0.06)
+
+
+def test_the_software_trend_is_fitted_on_the_training_rounds_only():
+    """Two rounds of Hopper/TensorRT-LLM Offline rows generated at one set of parameters,
+    v5.1's software 1.2x as fast as v4.1's: each v5.1 row's gain is its prediction with
+    v5.1's parameters over that with v4.1's (hand-computed from the groups and levels
+    below), the model's trend their median shrunk toward the pooled one (itself shrunk
+    toward no gain), and only a row of a round after the training set's takes it, once
+    per round past it."""
+    from types import SimpleNamespace
+
+    from tokenmark.sim.calibration import TREND_SHRINK, Fit
+
+    truth = Efficiency(mfu=0.55, mbu=0.7, step_overhead_ns=2_000_000, seq_overhead_ns=5_000)
+    rows, traces = [], {}
+    for rnd, speed in (("v4.1", 1.0), ("v5.1", 1.2), ("v6.0", 3.0)):
+        for acc in ("H100", "H200"):
+            d = Deployment(find_accelerator(acc), find_model("llama3.1-8b"), Precision.FP8,
+                           efficiency=UNIT)
+            t = _trace(d, _requests(250, seed=len(rows)))
+            row = SimpleNamespace(round=rnd, scenario="Offline", benchmark="llama3.1-8b",
+                                  system_key=(rnd, "s", acc), index=len(rows), source="t",
+                                  result=predict_rate(t, truth.at_speed(speed)))
+            s = SimpleNamespace(row=row, key=("t", len(rows)), arch="Hopper", stack="trtllm",
+                                vendor="NVIDIA", plans=[SimpleNamespace(deployment=d)])
+            traces[s.key] = [t]
+            rows.append(s)
+    f = Fit(rows[:4], traces)  # type: ignore[arg-type]  # the v6.0 step: v4.1 and v5.1
+    old = f.stage1(("Hopper", "trtllm", "v4.1"))
+    new = f.stage1(("Hopper", "trtllm", "v5.1"))
+    assert old is not None and new is not None
+    m = "Llama-3.1-8B"
+    gains = []
+    for s in rows[2:4]:
+        t = traces[s.key][0]
+        now = predict_rate(t, new[0].at_speed(math.exp(f.level[(m, "trtllm", "v5.1")])))
+        before = predict_rate(t, old[0].at_speed(math.exp(f.level[(m, "trtllm", "v4.1")])))
+        gains.append(math.log(now / before))
+    assert f.trend_gains[(m, "trtllm")] == pytest.approx(gains)
+    assert 1.1 < math.exp(float(np.median(gains))) < 1.3  # generated 1.2x
+    pooled = float(np.median(gains)) / (1 + TREND_SHRINK)  # one (model, stack)
+    own = (2 * float(np.median(gains)) + TREND_SHRINK * pooled) / (2 + TREND_SHRINK)
+    assert f.trend_pooled == pytest.approx(pooled)
+    assert f.trend_of(m, "trtllm")[0] == pytest.approx(own)
+    assert f.trend_of("Mixtral-8x7B", "vllm") == (pytest.approx(pooled), "pooled")
+    # a v6.0 row: the v5.1 level times the trend once; v6.1 twice; a v5.1 row: none
+    level = math.exp(f.level[(m, "trtllm", "v5.1")])
+    assert f.speed(rows[4])[0] == pytest.approx(level * math.exp(own))  # type: ignore[arg-type]
+    assert "trend" in f.speed(rows[4])[1]  # type: ignore[arg-type]
+    later = SimpleNamespace(**{**vars(rows[4]), "row": SimpleNamespace(
+        **{**vars(rows[4].row), "round": "v6.1"})})
+    assert f.speed(later)[0] == pytest.approx(level * math.exp(2 * own))  # type: ignore[arg-type]
+    assert f.speed(rows[2]) == (pytest.approx(level), f"{m}/trtllm/v5.1")  # type: ignore[arg-type]
+    # nothing of v6.0 reaches the v6.0 step: its rows' 3x changes no trend, and a fit
+    # that holds them (the v6.1 step) gives them no trend of their own
+    assert f.rounds_ahead("v6.0") == 1 and f.rounds_ahead("v5.1") == 0
+    g = Fit(rows, traces)  # type: ignore[arg-type]
+    assert g.rounds_ahead("v6.0") == 0 and "trend" not in g.speed(rows[4])[1]  # type: ignore[arg-type]
+    assert len(g.trend_gains[(m, "trtllm")]) == 4
