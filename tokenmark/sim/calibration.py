@@ -77,13 +77,6 @@ kernels cost is fitted on earlier debuts, never set per model or row. Stage 2's
 the group's too; its Server speeds are made at the row's level. Levels are per model,
 stack and round - never per system or row.
 
-**Software trend** (tried, not kept: see bench/out/forward/trend_tried.md): a row of a
-round after the training set's newest takes its model's level times the gain per round
-its (model, stack) showed between the training set's consecutive rounds - each Offline
-training row's prediction with its own round's group and level over that with the round
-before's - the median log gain shrunk toward the pooled one by ``TREND_SHRINK``, the
-pooled one (the median over (model, stack)) toward no gain.
-
 **Groups** go from specific to general: (architecture, stack, round) - the round
 standing for the software release - where the newest round up to the row's own with
 rows from at least ``MIN_SYSTEMS`` systems is taken (a round's software is at least
@@ -149,10 +142,6 @@ SPEED_BOUNDS = (0.05, 2.0)
 LEVEL_SHRINK = 1.0
 #: Backfitting rounds of the model levels and the groups.
 LEVEL_ITERS = 3
-#: The software trend of a (model, stack) is shrunk toward the pooled trend as if it had
-#: this many more round-to-round gains at the pooled value, and the pooled trend toward
-#: no gain (1.0) as if it had this many more at zero.
-TREND_SHRINK = 4.0
 #: Stage 2 inverts at most this many systems' rows per architecture and scenario.
 LATENCY_ROWS_PER_GROUP = 12
 #: The nominal latency pair at which an Interactive row's candidate is picked for stage 2.
@@ -412,13 +401,6 @@ class Fit:
         self.new_model = 0.0
         self.debuts: dict[str, tuple[str, float]] = {}
         self._fit_levels()
-        #: the newest training round; rows of later rounds take the software trend
-        self.newest = max((s.row.round for s in self.offline), key=round_key, default="")
-        #: log gain per round of each (model, stack), and the pooled one (``trend_of``)
-        self.trend: dict[tuple[str, str], float] = {}
-        self.trend_pooled = 0.0
-        self.trend_gains: dict[tuple[str, str], list[float]] = {}
-        self._fit_trend()
 
     def set_inverted(self, inverted: dict[tuple[Any, ...], tuple[int, list[float]]],
                      speeds: dict[tuple[Any, ...], float] | None = None) -> None:
@@ -466,12 +448,10 @@ class Fit:
                 best = (peak, s.arch)
         return best[1] if best else None
 
-    def levels(self, s: Setup, round_: str | None = None) -> list[Level]:
-        """The groups a row falls back through, as of ``round_`` (its own: None)."""
-        rnd = s.row.round if round_ is None else round_
+    def levels(self, s: Setup) -> list[Level]:
         out: list[Level] = []
         newer = [r for r in self._rounds(s.arch, s.stack)
-                 if round_key(r) <= round_key(rnd)]
+                 if round_key(r) <= round_key(s.row.round)]
         if newer:
             out.append((s.arch, s.stack, newer[-1]))
         out += [(s.arch, s.stack, "*"), (s.arch, "*", "*")]
@@ -552,69 +532,8 @@ class Fit:
         return out
 
     def speed(self, s: Setup) -> tuple[float, str]:
-        """A row's model speed: its level, times the software trend for each round its
-        own is past the training set's newest (:meth:`trend_of`)."""
         v, how = self.model_level(model_of(s), s.stack, s.row.round)
-        ahead = self.rounds_ahead(s.row.round)
-        if ahead:
-            g, where = self.trend_of(model_of(s), s.stack)
-            v += ahead * g
-            how += f", trend x{math.exp(g):.3f}/round ({where}) x{ahead}"
         return math.exp(v), how
-
-    # -- software trend -------------------------------------------------------------------
-    def rounds_ahead(self, round_: str) -> int:
-        """How many rounds ``round_`` is past the training set's newest (0: within it);
-        the rounds counted are the packaged presets' (the forward rounds at least)."""
-        if not self.newest or round_key(round_) <= round_key(self.newest):
-            return 0
-        known = sorted({*rounds(), *FORWARD_ROUNDS, round_, self.newest}, key=round_key)
-        return max(1, known.index(round_) - known.index(self.newest))
-
-    def _offline_as_of(self, s: Setup, rnd: str) -> Efficiency:
-        """A training row's Offline parameters as the fit gives them to a row of ``rnd``
-        (its group and its model's level of the newest round up to ``rnd``)."""
-        eff = replace(Efficiency(), size_exponent=self.alpha, source="defaults")
-        for level in self.levels(s, rnd):
-            got = self.stage1(level)
-            if got is not None:
-                eff = got[0]
-                break
-        return eff.at_speed(math.exp(self.model_level(model_of(s), s.stack, rnd)[0]))
-
-    def _fit_trend(self) -> None:
-        """The software trend (module docstring): each Offline training row of a round
-        after the training set's first whose model has a level on its stack in the
-        round before gives a gain, its prediction with its own round's parameters over
-        that with the round before's (the same traces); per (model, stack) the median
-        log gain shrunk toward the pooled median, which is shrunk toward no gain."""
-        order = sorted({s.row.round for s in self.offline}, key=round_key)
-        gains: dict[tuple[str, str], list[float]] = defaultdict(list)
-        for s in self.offline:
-            i = order.index(s.row.round)
-            if i == 0 or (model_of(s), s.stack, order[i - 1]) not in self.level:
-                continue
-            now = max(predict_rate(t, self._offline_as_of(s, s.row.round))
-                      for t in self.traces[s.key])
-            before = max(predict_rate(t, self._offline_as_of(s, order[i - 1]))
-                         for t in self.traces[s.key])
-            gains[(model_of(s), s.stack)].append(math.log(max(now, 1e-9)
-                                                          / max(before, 1e-9)))
-        self.trend_gains = dict(gains)
-        # the pooled trend: the median of the (model, stack) medians, one vote each
-        meds = [float(np.median(g)) for g in gains.values()]
-        n = len(meds)
-        self.trend_pooled = (float(np.median(meds)) * n / (n + TREND_SHRINK)) if n else 0.0
-        self.trend = {k: (float(np.median(g)) * len(g) + TREND_SHRINK * self.trend_pooled)
-                      / (len(g) + TREND_SHRINK) for k, g in gains.items()}
-
-    def trend_of(self, model: str, stack: str) -> tuple[float, str]:
-        """The log software gain per round of ``model`` on ``stack`` (its own, shrunk
-        toward the pooled; the pooled one for a pair without gains)."""
-        k = (model, stack)
-        if k in self.trend:
-            return self.trend[k], f"{model}/{stack}, {len(self.trend_gains[k])} rows"
-        return self.trend_pooled, "pooled"
 
     def stage1(self, level: Level, alpha: float | None = None
                ) -> tuple[Efficiency, float, int] | None:
@@ -1013,10 +932,6 @@ def forward_evaluation(
                            for m, (r, v) in sorted(ft.debuts.items()))
         notes.append(f"{st.round}: new-model prior x{math.exp(ft.new_model):.3f} "
                      f"(median of the debut rounds' levels: {debuts or 'none'})")
-        trends = ", ".join(f"{m}/{k} x{math.exp(v):.3f} ({len(ft.trend_gains[(m, k)])})"
-                           for (m, k), v in sorted(ft.trend.items()))
-        notes.append(f"{st.round}: software trend per round: pooled "
-                     f"x{math.exp(ft.trend_pooled):.3f}; {trends or 'no gains'}")
     return CalibrationReport(results, last.table() if last is not None else {}, notes,
                              [st.round for st in steps if st.round in scored],
                              last.levels_table() if last is not None else [])
