@@ -65,6 +65,17 @@ def test_send_lag_advice_names_the_measured_cause():
                                         loop_lag_p99_ns=MS, connect_waits=12, cores=2))
     assert "12 sends waited" in waits and "spare-connections" in waits
     assert "lower the rate" in send_lag_advice(ClientStats())  # nothing measured
+    # a pinned demo client beside 0.66 cores of other work (a fresh clone's make run):
+    # not busy by the machine-wide share, but 12% of its ready time in the run queue
+    held = send_lag_advice(ClientStats(own_cores=0.137, background_cores=0.661,
+                                       loop_lag_p99_ns=3.4 * MS, connect_waits=0, cores=2,
+                                       demand_fraction=0.104, runq_wait_fraction=0.0125))
+    assert "waited for a CPU 12% of the time" in held
+    assert "other work held the client's CPU" in held and "without a busy CPU" not in held
+    quiet = send_lag_advice(ClientStats(own_cores=0.1, background_cores=0.01,
+                                        loop_lag_p99_ns=3 * MS, connect_waits=0, cores=2,
+                                        demand_fraction=0.082, runq_wait_fraction=0.0012))
+    assert "without a busy CPU" in quiet  # 1.5% of its ready time: a normal wait
 
 
 def test_input_lengths_are_compared_after_the_template_overhead():

@@ -103,6 +103,10 @@ class ClientStats:
     loop_lag_p99_ns: int | None = None
     connect_waits: int | None = None
     cores: int | None = None
+    #: Of the run, the share tokenmark's process was runnable (running or waiting for a
+    #: CPU) and the share it waited in the run queue (the client monitor's figures).
+    demand_fraction: float | None = None
+    runq_wait_fraction: float | None = None
 
 
 def _ms(ns: float) -> str:
@@ -448,6 +452,10 @@ def send_lag_advice(c: ClientStats) -> str:
         parts.append(f"event-loop lag p99 {_ms(c.loop_lag_p99_ns)}")
     if c.connect_waits is not None:
         parts.append(f"{c.connect_waits} sends waited for a new connection")
+    waited = (c.runq_wait_fraction / c.demand_fraction
+              if c.runq_wait_fraction is not None and c.demand_fraction else None)
+    if waited is not None:
+        parts.append(f"it waited for a CPU {waited:.0%} of the time it was ready to run")
     measured = "; ".join(parts)
     if not parts:
         return ("The client could not send on schedule: lower the rate, cap concurrency "
@@ -462,6 +470,10 @@ def send_lag_advice(c: ClientStats) -> str:
     elif c.connect_waits:
         cause = ("sends waited for TCP/TLS handshakes: raise --spare-connections or "
                  "--preconnect")
+    elif waited is not None and waited >= 0.05:
+        cause = ("other work held the client's CPU when a send was due (a quiet run waits "
+                 "~1% of its ready time): stop the other load or run tokenmark on a quiet "
+                 "client machine")
     elif c.loop_lag_p99_ns is not None and c.loop_lag_p99_ns > 2_000_000:
         cause = ("the event loop fell behind without a busy CPU (a blocking call or a "
                  "slow callback): see client_monitor in results.json")

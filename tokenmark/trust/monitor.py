@@ -257,7 +257,9 @@ class ClientMonitor:
         """The measured causes a send-lag finding names (see ``rules.ClientStats``)."""
         f = self.figures()
         return {"own_cores": f["own_cores"], "background_cores": f["background_cores"],
-                "loop_lag_p99_ns": int(f["loop_lag_ms"]["p99"] * 1e6), "cores": self.cores}
+                "loop_lag_p99_ns": int(f["loop_lag_ms"]["p99"] * 1e6), "cores": self.cores,
+                "demand_fraction": f.get("demand_fraction"),
+                "runq_wait_fraction": f.get("runq_wait_fraction")}
 
     def finish(self, summary: Summary, output_dir: Path
                ) -> tuple[dict[str, Any], list[Finding]]:
