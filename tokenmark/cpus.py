@@ -11,9 +11,12 @@ up to 2.3 ms of wall time). A user's own server (``--url``) is never touched;
 (``sut.cpus``). Measured (bench/send_lag.py, 8 alternating demo runs each, the rest of
 the machine's load held off): send lag p99 median 1.23 ms unpinned, 0.51 ms pinned. A
 pinned client cannot move away from a core that other work loads (at load 12: p99 17-25
-ms pinned, 4-7 ms unpinned; at load 2.4-6 the two were alike, 4.3 ms), so nothing is pinned
-when the machine is already busy: a one-minute load average at or above its CPU count
-(``sut.cpus`` then says so).
+ms pinned, 4-7 ms unpinned; at load 2.4-6 the two were alike, 4.3 ms; beside one other
+process busy 0.6 of a core: 2.5-4.1 ms pinned, 0.4-1.0 ms unpinned, demo p99, 6 runs each),
+so nothing is pinned when the machine is not quiet: other work of a quarter core or more in
+the 0.2 s before the run (:func:`other_work_cores`, ``/proc/stat``), or a one-minute load
+average at or above the CPU count (``sut.cpus`` then says so). Pinning only the server was
+no better than not pinning on a quiet machine (0.42-0.54 ms), so it is both or neither.
 
 :func:`available` is the CPU set the process had *before* any pinning, so the machine
 facts (``cores_available``) and the client monitor's shares stay those of the machine.
@@ -21,10 +24,14 @@ facts (``cores_available``) and the client monitor's shares stay those of the ma
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Collection
 
-__all__ = ["CpuPinning", "available", "split"]
+__all__ = ["QUIET_CORES", "CpuPinning", "available", "other_work_cores", "split"]
+
+#: Other work (cores, measured just before the run) below which the machine is quiet.
+QUIET_CORES = 0.25
 
 _before: frozenset[int] | None = None  # this process's CPUs before the first pinning
 
@@ -71,6 +78,36 @@ def load_average() -> float | None:
         return None
 
 
+def _busy_jiffies(text: bytes) -> tuple[int, int] | None:
+    """(busy, total) clock ticks of all CPUs from ``/proc/stat``'s first line."""
+    fields = text.split(b"\n", 1)[0].split()
+    if len(fields) < 5 or fields[0] != b"cpu":
+        return None
+    v = [int(x) for x in fields[1:9]]
+    total = sum(v)
+    return total - v[3] - v[4], total  # idle and iowait are not busy
+
+
+def _stat() -> tuple[int, int] | None:
+    try:
+        with open("/proc/stat", "rb") as f:
+            return _busy_jiffies(f.read(4096))
+    except (OSError, ValueError):
+        return None
+
+
+async def other_work_cores(window_s: float = 0.2) -> float | None:
+    """Cores the machine kept busy over ``window_s`` seconds, measured while the client
+    and the emulated server it just started both wait (so: other work); None where
+    ``/proc/stat`` is missing."""
+    a = _stat()
+    await asyncio.sleep(window_s)
+    b = _stat()
+    if a is None or b is None or b[1] <= a[1]:
+        return None
+    return (os.cpu_count() or 1) * (b[0] - a[0]) / (b[1] - a[1])
+
+
 def _names(cpus: Collection[int]) -> str:
     return ",".join(str(c) for c in sorted(cpus))
 
@@ -78,16 +115,17 @@ def _names(cpus: Collection[int]) -> str:
 class CpuPinning:
     """The placement of one client and the one server process it started.
 
-    ``enabled`` False (``--no-pin-cpus``), fewer than two CPUs, or a machine already busy
-    (``load``, the one-minute load average, at or above the CPU count): nothing is pinned
-    and :attr:`description` says why. Otherwise :meth:`pin` puts the server's process on its
-    CPU and the calling thread (the event loop's; threads it starts later inherit it) on
-    the others, until :meth:`restore`. The client's other threads (idle BLAS workers numpy
-    starts at import) keep their CPUs.
+    ``enabled`` False (``--no-pin-cpus``), fewer than two CPUs, or a machine that is not
+    quiet (``other``, cores of other work just before the run, at or above
+    :data:`QUIET_CORES`, or ``load``, the one-minute load average, at or above the CPU
+    count): nothing is pinned and :attr:`description` says why. Otherwise :meth:`pin`
+    puts the server's process on its CPU and the calling thread (the event loop's; threads
+    it starts later inherit it) on the others, until :meth:`restore`. The client's other
+    threads (idle BLAS workers numpy starts at import) keep their CPUs.
     """
 
     def __init__(self, enabled: bool = True, cpus: Collection[int] | None = None,
-                 load: float | None = None) -> None:
+                 load: float | None = None, other: float | None = None) -> None:
         if cpus is None:
             cpus = _affinity()
         self.enabled = enabled
@@ -96,6 +134,7 @@ class CpuPinning:
             load = load_average()
         machine = os.cpu_count() or len(set(cpus or ()))
         busy = self.plan is not None and load is not None and load >= machine
+        held = self.plan is not None and other is not None and other >= QUIET_CORES
         if not enabled:
             self.description = "not pinned (--no-pin-cpus or --loadgen official)"
         elif cpus is None:
@@ -106,6 +145,11 @@ class CpuPinning:
             self.plan = None
             self.description = (f"not pinned (load average {load:.2f} on {machine} CPUs: "
                                 "a pinned client could not move away from the other work)")
+        elif held:
+            self.plan = None
+            self.description = (f"not pinned (other work kept {other:.2f} cores of {machine} "
+                                "busy just before the run: a pinned client could not move "
+                                "away from it)")
         else:
             client, server = self.plan
             self.description = f"client {_names(client)}, server {server}"

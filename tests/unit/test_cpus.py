@@ -20,12 +20,17 @@ from tokenmark.cpus import CpuPinning, split
 from tokenmark.servers.process import ServerProcess
 
 HAS_AFFINITY = hasattr(os, "sched_setaffinity")
+REAL_OTHER_WORK_CORES = cpus.other_work_cores  # before the fixture below replaces it
 
 
 @pytest.fixture(autouse=True)
 def quiet_machine(monkeypatch):
     """The machine these tests run on may be busy; the load gate has its own tests."""
     monkeypatch.setattr(cpus, "load_average", lambda: 0.0)
+
+    async def no_other_work(window_s: float = 0.2) -> float:
+        return 0.0
+    monkeypatch.setattr(cpus, "other_work_cores", no_other_work)
 
 
 def test_split_gives_the_server_the_highest_cpu_and_the_client_the_rest():
@@ -109,6 +114,33 @@ def test_a_machine_already_busy_pins_nothing(kernel, monkeypatch, load):
     monkeypatch.setattr(cpus, "load_average", lambda: load)
     assert CpuPinning().plan is None  # the machine's own figure when none is given
     assert CpuPinning(load=1.99).plan == (frozenset({0}), 1)
+
+
+def test_other_work_just_before_the_run_pins_nothing(kernel, monkeypatch):
+    k = kernel({0, 1})
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    held = CpuPinning(load=0.4, other=0.61)
+    held.pin(5_000_000)
+    held.restore()
+    assert held.plan is None and k.calls == []
+    assert held.description == ("not pinned (other work kept 0.61 cores of 2 busy just "
+                                "before the run: a pinned client could not move away from it)")
+    assert CpuPinning(load=0.4, other=cpus.QUIET_CORES - 0.01).plan == (frozenset({0}), 1)
+    assert CpuPinning(load=0.4, other=None).plan == (frozenset({0}), 1)  # not measured
+
+
+def test_other_work_is_the_busy_share_of_proc_stat_between_two_reads(monkeypatch):
+    # /proc/stat's cpu line: user nice system idle iowait irq softirq steal
+    first = b"cpu  100 0 50 1000 10 0 0 0 0 0\ncpu0 1 2 3\n"
+    second = b"cpu  160 0 70 1090 20 0 0 0 0 0\n"  # busy +80 of +180 ticks
+    assert cpus._busy_jiffies(first) == (150, 1160)
+    assert cpus._busy_jiffies(b"intr 1 2 3\n") is None
+    reads = iter([cpus._busy_jiffies(first), cpus._busy_jiffies(second)])
+    monkeypatch.setattr(cpus, "_stat", lambda: next(reads))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert asyncio.run(REAL_OTHER_WORK_CORES(0.0)) == pytest.approx(2 * 80 / 180)
+    monkeypatch.setattr(cpus, "_stat", lambda: None)  # no /proc/stat: not measured
+    assert asyncio.run(REAL_OTHER_WORK_CORES(0.0)) is None
 
 
 def test_a_refusal_leaves_both_where_they_were(kernel):

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tokenmark import cpus
 from tokenmark.adapters.inprocess import LatencyModel
 from tokenmark.clock import Clock, FakeClock
 from tokenmark.config.layering import LayeredSettings
@@ -180,7 +181,8 @@ class EmulatedTarget:
                 raise TargetError(f"the emulated server did not start: {e}") from None
             self.process = proc
             self.url = proc.url
-            self._pinning = CpuPinning(spec.pin_cpus)
+            other = await cpus.other_work_cores() if spec.pin_cpus else None
+            self._pinning = CpuPinning(spec.pin_cpus, other=other)
             self._pinning.pin(proc.pid)
         if spec.client is not None:
             cfg = replace(spec.client, urls=(self.url,))

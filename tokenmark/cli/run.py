@@ -196,8 +196,9 @@ SYSTEM: OptionGroup = (
     ("pin_cpus", Annotated[bool, typer.Option(
         help="emulated, tokenmark's load generator, 2+ CPUs: the emulated server's process "
         "on the highest CPU, the client on the others, so the server never preempts a "
-        "timed send (recorded as sut.cpus; skipped when the load average is already at "
-        "the CPU count; turn it off for two runs at once). A --url server is never pinned.",
+        "timed send (recorded as sut.cpus; only on a quiet machine: skipped when other work "
+        "is measured just before the run; turn it off for two runs at once). A --url "
+        "server is never pinned.",
         rich_help_panel=EM)], True),
     ("sut_ttft_ms", Annotated[float | None, typer.Option(
         help="latency-model: time to first token in ms.")], None),
