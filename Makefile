@@ -40,6 +40,7 @@ $(RUN_STAMP): pyproject.toml
 	  { $(BIN)/python -m ensurepip --default-pip >/dev/null && \
 	    $(BIN)/python -m pip install $(RUN_PIP) -e .; }; fi
 	rm -f $(VENV)/.installed-run-*
+	sync  # the install's ~150 MB of dirty pages reach the disk before the demo's clock
 	touch $@
 
 # Exit code 1 is an INVALID verdict, printed with its findings: the demo itself succeeded.
