@@ -14,9 +14,10 @@ pinned client cannot move away from a core that other work loads (at load 12: p9
 ms pinned, 4-7 ms unpinned; at load 2.4-6 the two were alike, 4.3 ms; beside one other
 process busy 0.6 of a core: 2.5-4.1 ms pinned, 0.4-1.0 ms unpinned, demo p99, 6 runs each),
 so nothing is pinned when the machine is not quiet: other work of a quarter core or more in
-the 0.2 s before the run (:func:`other_work_cores`, ``/proc/stat``), or a one-minute load
-average at or above the CPU count (``sut.cpus`` then says so). Pinning only the server was
-no better than not pinning on a quiet machine (0.42-0.54 ms), so it is both or neither.
+the 0.2 s before the run (:func:`tokenmark.trust.fingerprint.other_work_cores`), or a
+one-minute load average at or above the CPU count (``sut.cpus`` then says so). Pinning only
+the server was no better than not pinning on a quiet machine (0.42-0.54 ms), so it is both
+or neither.
 
 :func:`available` is the CPU set the process had *before* any pinning, so the machine
 facts (``cores_available``) and the client monitor's shares stay those of the machine.
@@ -24,11 +25,10 @@ facts (``cores_available``) and the client monitor's shares stay those of the ma
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Collection
 
-__all__ = ["QUIET_CORES", "CpuPinning", "available", "other_work_cores", "split"]
+__all__ = ["QUIET_CORES", "CpuPinning", "available", "split"]
 
 #: Other work (cores, measured just before the run) below which the machine is quiet.
 QUIET_CORES = 0.25
@@ -76,36 +76,6 @@ def load_average() -> float | None:
         return os.getloadavg()[0]
     except (AttributeError, OSError):
         return None
-
-
-def _busy_jiffies(text: bytes) -> tuple[int, int] | None:
-    """(busy, total) clock ticks of all CPUs from ``/proc/stat``'s first line."""
-    fields = text.split(b"\n", 1)[0].split()
-    if len(fields) < 5 or fields[0] != b"cpu":
-        return None
-    v = [int(x) for x in fields[1:9]]
-    total = sum(v)
-    return total - v[3] - v[4], total  # idle and iowait are not busy
-
-
-def _stat() -> tuple[int, int] | None:
-    try:
-        with open("/proc/stat", "rb") as f:
-            return _busy_jiffies(f.read(4096))
-    except (OSError, ValueError):
-        return None
-
-
-async def other_work_cores(window_s: float = 0.2) -> float | None:
-    """Cores the machine kept busy over ``window_s`` seconds, measured while the client
-    and the emulated server it just started both wait (so: other work); None where
-    ``/proc/stat`` is missing."""
-    a = _stat()
-    await asyncio.sleep(window_s)
-    b = _stat()
-    if a is None or b is None or b[1] <= a[1]:
-        return None
-    return (os.cpu_count() or 1) * (b[0] - a[0]) / (b[1] - a[1])
 
 
 def _names(cpus: Collection[int]) -> str:

@@ -18,9 +18,11 @@ from tokenmark.api.suts import EmulatedTarget, SutSpec, http_sut_factory, make_s
 from tokenmark.clock import MonotonicClock
 from tokenmark.cpus import CpuPinning, split
 from tokenmark.servers.process import ServerProcess
+from tokenmark.trust import fingerprint
+from tokenmark.trust.fingerprint import CpuSnapshot
 
 HAS_AFFINITY = hasattr(os, "sched_setaffinity")
-REAL_OTHER_WORK_CORES = cpus.other_work_cores  # before the fixture below replaces it
+REAL_OTHER_WORK_CORES = fingerprint.other_work_cores  # before the fixture replaces it
 
 
 @pytest.fixture(autouse=True)
@@ -30,7 +32,7 @@ def quiet_machine(monkeypatch):
 
     async def no_other_work(window_s: float = 0.2) -> float:
         return 0.0
-    monkeypatch.setattr(cpus, "other_work_cores", no_other_work)
+    monkeypatch.setattr(fingerprint, "other_work_cores", no_other_work)
 
 
 def test_split_gives_the_server_the_highest_cpu_and_the_client_the_rest():
@@ -129,18 +131,15 @@ def test_other_work_just_before_the_run_pins_nothing(kernel, monkeypatch):
     assert CpuPinning(load=0.4, other=None).plan == (frozenset({0}), 1)  # not measured
 
 
-def test_other_work_is_the_busy_share_of_proc_stat_between_two_reads(monkeypatch):
-    # /proc/stat's cpu line: user nice system idle iowait irq softirq steal
-    first = b"cpu  100 0 50 1000 10 0 0 0 0 0\ncpu0 1 2 3\n"
-    second = b"cpu  160 0 70 1090 20 0 0 0 0 0\n"  # busy +80 of +180 ticks
-    assert cpus._busy_jiffies(first) == (150, 1160)
-    assert cpus._busy_jiffies(b"intr 1 2 3\n") is None
-    reads = iter([cpus._busy_jiffies(first), cpus._busy_jiffies(second)])
-    monkeypatch.setattr(cpus, "_stat", lambda: next(reads))
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    assert asyncio.run(REAL_OTHER_WORK_CORES(0.0)) == pytest.approx(2 * 80 / 180)
-    monkeypatch.setattr(cpus, "_stat", lambda: None)  # no /proc/stat: not measured
-    assert asyncio.run(REAL_OTHER_WORK_CORES(0.0)) is None
+def test_other_work_is_the_machines_busy_time_less_our_own_between_two_snapshots(
+        monkeypatch):
+    # /proc/stat's busy seconds +1.2 and ours +0.1 over 0.5 s: 2.2 cores of other work
+    snaps = iter([CpuSnapshot(100.0, 5.0, 10.0), CpuSnapshot(101.2, 5.1, 10.5)])
+    monkeypatch.setattr(fingerprint, "cpu_snapshot", lambda: next(snaps))
+    assert asyncio.run(REAL_OTHER_WORK_CORES(0.0)) == pytest.approx(2.2)
+    missing = iter([CpuSnapshot(-1.0, 0.0, 0.0), CpuSnapshot(-1.0, 0.0, 0.5)])
+    monkeypatch.setattr(fingerprint, "cpu_snapshot", lambda: next(missing))
+    assert asyncio.run(REAL_OTHER_WORK_CORES(0.0)) is None  # no /proc/stat: not measured
 
 
 def test_a_refusal_leaves_both_where_they_were(kernel):

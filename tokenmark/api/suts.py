@@ -25,7 +25,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tokenmark import cpus
 from tokenmark.adapters.inprocess import LatencyModel
 from tokenmark.clock import Clock, FakeClock
 from tokenmark.config.layering import LayeredSettings
@@ -34,6 +33,7 @@ from tokenmark.cpus import CpuPinning
 from tokenmark.errors import ConfigError, TargetError
 from tokenmark.records import Query
 from tokenmark.sut import ResponseHandle, SystemUnderTest
+from tokenmark.trust import fingerprint
 
 if TYPE_CHECKING:
     from tokenmark.adapters.openai_http import OpenAIHttpSUT
@@ -181,7 +181,7 @@ class EmulatedTarget:
                 raise TargetError(f"the emulated server did not start: {e}") from None
             self.process = proc
             self.url = proc.url
-            other = await cpus.other_work_cores() if spec.pin_cpus else None
+            other = await fingerprint.other_work_cores() if spec.pin_cpus else None
             self._pinning = CpuPinning(spec.pin_cpus, other=other)
             self._pinning.pin(proc.pid)
         if spec.client is not None:

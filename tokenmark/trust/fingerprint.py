@@ -156,6 +156,15 @@ def background_cores(a: CpuSnapshot, b: CpuSnapshot) -> float | None:
     return round(max(0.0, other / dt), 3)
 
 
+async def other_work_cores(window_s: float = 0.2) -> float | None:
+    """Cores the rest of the machine kept busy over ``window_s`` seconds (None: unknown);
+    measured while the client and the emulated server it just started both wait, it is
+    what decides whether :class:`tokenmark.cpus.CpuPinning` pins them."""
+    a = cpu_snapshot()
+    await asyncio.sleep(window_s)
+    return background_cores(a, cpu_snapshot())
+
+
 def _loadavg() -> list[float] | None:
     try:
         return [round(x, 2) for x in os.getloadavg()]
