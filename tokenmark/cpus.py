@@ -85,7 +85,8 @@ def _names(cpus: Collection[int]) -> str:
 class CpuPinning:
     """The placement of one client and the one server process it started.
 
-    ``enabled`` False (``--no-pin-cpus``), fewer than two CPUs, or a machine that is not
+    ``enabled`` False (``--no-pin-cpus``, ``--loadgen official``, emulated replicas:
+    ``off_reason`` says which), fewer than two CPUs, or a machine that is not
     quiet (``other``, cores of other work just before the run, at or above
     :data:`QUIET_CORES`, or ``load``, the one-minute load average, at or above the CPU
     count): nothing is pinned and :attr:`description` says why. Otherwise :meth:`pin`
@@ -95,7 +96,8 @@ class CpuPinning:
     """
 
     def __init__(self, enabled: bool = True, cpus: Collection[int] | None = None,
-                 load: float | None = None, other: float | None = None) -> None:
+                 load: float | None = None, other: float | None = None,
+                 off_reason: str = "--no-pin-cpus") -> None:
         if cpus is None:
             cpus = _affinity()
         self.enabled = enabled
@@ -106,7 +108,7 @@ class CpuPinning:
         busy = self.plan is not None and load is not None and load >= machine
         held = self.plan is not None and other is not None and other >= QUIET_CORES
         if not enabled:
-            self.description = "not pinned (--no-pin-cpus or --loadgen official)"
+            self.description = f"not pinned ({off_reason})"
         elif cpus is None:
             self.description = "not pinned (this system cannot set CPU affinity)"
         elif self.plan is None:

@@ -241,6 +241,9 @@ def test_the_official_loadgen_and_replicas_run_unpinned():
     demo = {"benchmark": "llama3.1-8b", "scenario": "Server", "profile": "demo"}
     official = prepare(RunSpec(load=LoadOptions(**demo, loadgen="official")))
     assert isinstance(official.sut, SutSpec) and official.sut.pin_cpus is False
+    # run.sut.cpus names the reason that applies, not the flag the user never gave
+    assert (CpuPinning(official.sut.pin_cpus, off_reason=official.sut.unpinned_because)
+            .description == "not pinned (--loadgen official)")
     own = prepare(RunSpec(load=LoadOptions(**demo)))
     assert isinstance(own.sut, SutSpec) and own.sut.pin_cpus is True
     rs = RunSpec(load=LoadOptions(**demo))
@@ -248,6 +251,8 @@ def test_the_official_loadgen_and_replicas_run_unpinned():
     targets = two.replicas  # type: ignore[attr-defined]
     assert len(targets) == 2
     assert all(isinstance(t, EmulatedTarget) and not t.spec.pin_cpus for t in targets)
+    assert {t.spec.unpinned_because for t in targets} == {
+        "several emulated replicas share the CPUs"}
 
 
 @needs_two

@@ -185,7 +185,7 @@ def prepare(spec: RunSpec) -> Launch:
     sut, cfg = suts.from_spec(spec, layered, api=api, keep_text=logs_outputs)
     if ld.loadgen == "official" and isinstance(sut, suts.SutSpec):
         # LoadGen's own threads start from the client's: they get the whole machine
-        sut = replace(sut, pin_cpus=False)
+        sut = replace(sut, pin_cpus=False, unpinned_because="--loadgen official")
     if cfg is not None and ds.tokenizer == "builtin" and not cfg.served_by.startswith(
             "tokenmark/"):
         from tokenmark.adapters.openai_target import http_name

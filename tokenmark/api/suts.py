@@ -88,6 +88,8 @@ class SutSpec:
     #: The emulated server's process on one CPU, the client on the others (two CPUs or
     #: more; :mod:`tokenmark.cpus`). Only for the server tokenmark starts itself.
     pin_cpus: bool = True
+    #: Why ``pin_cpus`` is off, for ``run.sut.cpus``.
+    unpinned_because: str = "--no-pin-cpus"
 
 
 def make_sut(spec: SutSpec, clock: Clock) -> SystemUnderTest:
@@ -182,7 +184,8 @@ class EmulatedTarget:
             self.process = proc
             self.url = proc.url
             other = await fingerprint.other_work_cores() if spec.pin_cpus else None
-            self._pinning = CpuPinning(spec.pin_cpus, other=other)
+            self._pinning = CpuPinning(spec.pin_cpus, other=other,
+                                        off_reason=spec.unpinned_because)
             self._pinning.pin(proc.pid)
         if spec.client is not None:
             cfg = replace(spec.client, urls=(self.url,))
@@ -370,7 +373,8 @@ def replicas_of(spec: RunSpec, layered: LayeredSettings, *, api: str = "completi
         return http
     base = builtin_spec(spec, layered, api=api)
     # several emulated servers share the machine's CPUs as they come
-    unpinned = replace(base, pin_cpus=False)
+    unpinned = replace(base, pin_cpus=False,
+                       unpinned_because="several emulated replicas share the CPUs")
 
     def local(n: int) -> SutSpec | SutFactory:
         if n == 1:
