@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -66,7 +67,8 @@ def simulate_cmd(
     profile: Annotated[str, typer.Option(help="'demo' or 'mlperf'.")] = "",
     scaling_sizes: Annotated[str | None, typer.Option(
         "--scaling", help="Comma-separated accelerator counts: predicted throughput and "
-        "scaling efficiency at each.")] = None,
+        "scaling efficiency at each (Server/Interactive: with its 5-95% spread over "
+        "LoadGen's last-issued query).")] = None,
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Results folder (default: results/<time>-simulate-...).")] = None,
     no_records: Annotated[bool, typer.Option(help="Skip records.jsonl.")] = False,
@@ -106,8 +108,10 @@ def simulate_cmd(
             pts = scaling(layered, spec, sizes, dataset=simulation_dataset(layered))
             t = Table(title=f"Predicted scaling: {benchmark} {sc.value} on {accelerator} "
                       "(simulated, unverified)", title_justify="left")
+            band = any(not math.isnan(p.efficiency_low) for p in pts)
             for col in ("accelerators", "nodes", "domain", "layout", "replicas", "tokens/s",
-                        "per accel.", "efficiency", "comm. share", "binding"):
+                        "per accel.", "efficiency", *(("eff. 5-95%",) if band else ()),
+                        "comm. share", "binding"):
                 t.add_column(col, justify="right")
             for p in pts:
                 layout = f"tp {p.tp}" + (f" dp {p.dp}" if p.dp > 1 else "")
@@ -116,8 +120,14 @@ def simulate_cmd(
                 t.add_row(str(p.accelerators), str(p.nodes), str(p.scale_up_domain), layout,
                           str(p.replicas), f"{p.tokens_per_second:,.0f}",
                           f"{p.per_accelerator:,.0f}", f"{p.efficiency:.3f}",
+                          *((f"{p.efficiency_low:.3f}-{p.efficiency_high:.3f}",) if band
+                            else ()),
                           f"{p.communication_share:.1%}", p.binding_limit)
             out.print(t)
+            if band:
+                out.print("eff. 5-95%: the efficiency LoadGen would report over the random "
+                          "last-issued query of each run (its latency ends the result's time; "
+                          "runs of the settings' minimum duration and query count)")
             return
         out_dir = output or Path("results") / (
             f"{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-sim-{layered.preset.name}-"

@@ -18,21 +18,128 @@ scale-up domain pays scale-out bandwidth for its collectives and all-to-alls, an
 expert-parallel group's busiest accelerator waits longer), and above 1 where a larger
 size opens a better layout (wide expert parallelism over a whole NVL72 rack). Identical
 replicas that each fit a domain scale linearly: a round-robin router gives each 1/R of
-the load and they share nothing.
+the load and they share nothing (each sees every R-th arrival of the one Poisson stream,
+exactly what :func:`~tokenmark.sim.search.replica_server_run` simulates; the p99 over
+all requests is then every replica's p99).
+
+**LoadGen's last-query term** (Server and Interactive). LoadGen reports a Server result
+as ``(n - 1) / t_done`` samples per second (and tokens over the same time), where
+``t_done`` is when the *last-issued* query completed (``results.cc``:
+``qps_as_completed = (sample_count - 1) / pr.final_query_all_samples_done_time``): the
+issue span ``T`` plus that one query's latency ``L``. The result is the offered rate
+times ``T / (T + L)``, and ``L`` is a single draw from the run's latency distribution.
+For DeepSeek-R1, whose answers run to 20,000 tokens, ``L`` ranges from seconds to about
+twenty minutes against runs of 10-40 minutes, so the published Server figure carries a
+lottery of its own. NVIDIA's v6.1 GB300 DeepSeek-R1 Server runs show it (their
+``mlperf_log_summary.txt``): 72 GPUs scheduled 165.21 and completed 156.23 samples/s
+(``T`` 1,434 s, last query 83 s), 288 GPUs scheduled 639.93 and completed 530.42
+(``T`` 1,481 s, last query 306 s): the published Server scaling 0.849 is 0.968 (the
+offered rates) x 0.877 (the two last queries). The sweep's efficiency is the expected
+one (the term's mean is the same at every size for runs of equal length); for Server
+and Interactive :func:`last_query` simulates the predicted rate once more to get the
+latency distribution, and each point carries the 5th-95th percentile of its efficiency
+over independent last queries of its run and the base's (``efficiency_low`` /
+``efficiency_high``), runs as long as the settings' minimum duration and query count
+make them (:func:`loadgen_run_seconds`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from tokenmark.config.layering import LayeredSettings
 from tokenmark.dataset import Dataset
-from tokenmark.mlperf.settings import Scenario
+from tokenmark.mlperf.settings import LatencyLimits, Scenario
+from tokenmark.perfmodel import Deployment, Efficiency
 from tokenmark.sim.plan import ClusterSpec
-from tokenmark.sim.predict import calibrated, offline_trace, predict
+from tokenmark.sim.predict import Prediction, calibrated, offline_trace, predict
 from tokenmark.sim.run import request_arrays
+from tokenmark.sim.search import replica_server_run
 
-__all__ = ["ScalingPoint", "scaling_sweep"]
+__all__ = ["BAND", "LastQuery", "ScalingPoint", "last_query", "last_query_factors",
+           "loadgen_run_seconds", "ratio_quantiles", "scaling_sweep"]
+
+#: The spread reported for a latency scenario's scaling efficiency: 5th and 95th percentile.
+BAND = (0.05, 0.95)
+#: Quantiles each run's last-query distribution is reduced to before forming ratios.
+_GRID = 400
+
+
+def loadgen_run_seconds(qps: float, min_duration_s: float, min_queries: int) -> float:
+    """The issue span of a LoadGen Server run at ``qps``: it issues queries until both its
+    minimum duration and its minimum query count are reached."""
+    if qps <= 0:
+        raise ValueError("a Server run needs a positive rate")
+    return max(min_duration_s, min_queries / qps)
+
+
+def last_query_factors(e2e_ns: np.ndarray, run_s: float) -> np.ndarray:
+    """``T / (T + L)`` for each latency ``L`` (ns) of a run's sample, ascending: the share
+    of the offered rate LoadGen reports when that request is the last one issued."""
+    if run_s <= 0:
+        raise ValueError("the run's issue span must be positive")
+    lat = np.sort(np.asarray(e2e_ns, dtype=np.float64))[::-1] / 1e9
+    return run_s / (run_s + lat)
+
+
+def ratio_quantiles(num: np.ndarray, den: np.ndarray, qs: tuple[float, ...],
+                    at: float | None = None) -> tuple[float, ...]:
+    """Quantiles ``qs`` of ``X / Y`` for independent ``X`` drawn from ``num`` and ``Y`` from
+    ``den`` (each reduced to ``_GRID`` quantiles); with ``at``, also the share of ratios at
+    or below it, appended."""
+    if num.size == 0 or den.size == 0:
+        raise ValueError("both samples need at least one value")
+    g = (np.arange(_GRID) + 0.5) / _GRID
+    # the empirical distributions' own quantiles ("inverted_cdf"), not interpolated
+    a = np.quantile(num, g, method="inverted_cdf")
+    b = np.quantile(den, g, method="inverted_cdf")
+    r = (a[:, None] / b[None, :]).ravel()
+    out = tuple(float(np.quantile(r, q, method="inverted_cdf")) for q in qs)
+    return out + ((float(np.mean(r <= at)),) if at is not None else ())
+
+
+@dataclass(frozen=True)
+class LastQuery:
+    """LoadGen's last-query term of one predicted Server run (module docstring)."""
+
+    qps: float  # the offered (predicted) rate, queries per second
+    run_s: float  # the issue span T
+    latency_ns: np.ndarray = field(compare=False, repr=False)  # the run's e2e latencies
+
+    @property
+    def factors(self) -> np.ndarray:
+        """``T / (T + L)`` over the latencies, ascending."""
+        return last_query_factors(self.latency_ns, self.run_s)
+
+    @property
+    def expected(self) -> float:
+        """The mean share of the offered rate LoadGen reports, ``E[T / (T + L)]``."""
+        return float(np.mean(self.factors))
+
+    @property
+    def mean_latency_s(self) -> float:
+        return float(np.mean(self.latency_ns)) / 1e9
+
+    def over(self, run_s: float) -> LastQuery:
+        """The same latencies in a run of another issue span."""
+        return replace(self, run_s=run_s)
+
+
+def last_query(d: Deployment, eff: Efficiency, inputs: np.ndarray, outputs: np.ndarray,
+               p: Prediction, limits: LatencyLimits, *, samples: bool = False,
+               min_duration_s: float = 600.0, min_queries: int = 100, requests: int = 1500,
+               encoder: np.ndarray | None = None) -> LastQuery:
+    """The last-query term of prediction ``p`` (deployment ``d`` under the scenario's
+    efficiency ``eff``): the predicted rate simulated once more for its latencies, over a
+    run as long as LoadGen's minimums make it."""
+    qps = p.value if samples else p.value / float(np.mean(outputs))
+    pt = replica_server_run(replace(d, efficiency=eff), inputs, outputs, qps, limits,
+                            requests=requests, encoder=encoder)
+    lat = pt.e2e_ns if pt.e2e_ns is not None and pt.e2e_ns.size else np.zeros(1, np.int64)
+    return LastQuery(qps, loadgen_run_seconds(qps, min_duration_s, min_queries), lat)
 
 
 @dataclass(frozen=True)
@@ -53,6 +160,11 @@ class ScalingPoint:
     dp: int = 1
     spec_tokens: int = 0
     deployment: str = ""
+    #: Server/Interactive: the efficiency's 5th-95th percentile over LoadGen's last
+    #: queries of this run and the base's (module docstring); NaN for Offline
+    efficiency_low: float = math.nan
+    efficiency_high: float = math.nan
+    last_query: LastQuery | None = None
 
 
 def scaling_sweep(
@@ -72,6 +184,7 @@ def scaling_sweep(
         "Interactive" if scenario is Scenario.INTERACTIVE else "Server")
     limits = layered.settings.limits if name != "Offline" else None
     off_eff, lat_eff = calibrated(spec, name)
+    st = layered.settings
     rows = []
     for n in sorted(set(sizes)):
         per_node = min(spec.per_node, n)
@@ -82,18 +195,28 @@ def scaling_sweep(
                     limits=limits, requests=requests, encoder=enc)
         d = p.plan.deployment
         comm = offline_trace(d, inp, out, encoder=enc).comm_share(off_eff)
-        rows.append((n, per_node, p, comm))
-    base_n, _, base, _ = rows[0]
+        lq = None
+        if limits is not None and p.value > 0:
+            lq = last_query(d, lat_eff, inp, out, p, limits,
+                            min_duration_s=st.min_duration_ms / 1000,
+                            min_queries=st.min_query_count, requests=requests, encoder=enc)
+        rows.append((n, per_node, p, comm, lq))
+    base_n, _, base, _, base_lq = rows[0]
     points = []
-    for n, per_node, p, comm in rows:
+    for n, per_node, p, comm, lq in rows:
         d = p.plan.deployment
         tps = p.value
+        eff = (tps / n) / (base.value / base_n) if base.value > 0 else 0.0
+        lo = hi = math.nan
+        if lq is not None and base_lq is not None:
+            q_lo, q_hi = ratio_quantiles(lq.factors, base_lq.factors, BAND)
+            lo, hi = eff * q_lo, eff * q_hi
         points.append(ScalingPoint(
             accelerators=n, nodes=n // per_node, scale_up_domain=d.topo.domain, tp=d.tp,
             pp=d.pp, ep=d.ep, replicas=d.replicas, tokens_per_second=tps,
-            per_accelerator=tps / n,
-            efficiency=(tps / n) / (base.value / base_n) if base.value > 0 else 0.0,
+            per_accelerator=tps / n, efficiency=eff,
             binding_limit=p.binding, communication_share=comm,
             note="replica spans scale-up domains" if d.replica_spans_domains else "",
-            dp=d.dp, spec_tokens=d.spec_tokens, deployment=d.label))
+            dp=d.dp, spec_tokens=d.spec_tokens, deployment=d.label,
+            efficiency_low=lo, efficiency_high=hi, last_query=lq))
     return points

@@ -20,7 +20,7 @@ requests (an empty system answers faster) are left out of the percentiles.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -52,6 +52,9 @@ class ServerPoint:
     #: the largest p99 / limit over the limits (1 at the limit; inf when a request
     #: could never fit the KV cache)
     ratio: float = 0.0
+    #: the measured requests' end-to-end latencies (ns, issue order): what LoadGen's
+    #: Server result depends on through its last-issued query (:mod:`tokenmark.sim.scaling`)
+    e2e_ns: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 def _p99(values: np.ndarray) -> int:
@@ -115,7 +118,7 @@ def replica_server_run(
         if limit is not None:
             ok &= got <= limit
             ratio = max(ratio, got / limit)
-    return ServerPoint(qps, pt, pp, pe, float(r.output_tokens.mean()), bool(ok), ratio)
+    return ServerPoint(qps, pt, pp, pe, float(r.output_tokens.mean()), bool(ok), ratio, e2e)
 
 
 def replica_offline_rate(d: Deployment, inputs: np.ndarray, outputs: np.ndarray,
