@@ -68,8 +68,6 @@ def test_virtual_time_runs_the_same_engine_in_process(tmp_path):
     (["--model", "llama2-70b-99", "--tp", "1"],
      "needs 138 GB of weights; 1 x H200 give 127 GB usable"),
     (["--precision", "fp2"], "unknown precision 'fp2'"),
-    (["--accelerator", "VR200", "--precision", "bf16"],
-     "VR200 computes no format as wide as bf16 weights"),
     (["--accelerators", "6", "--tp", "4"], "--tp 4 does not divide --accelerators 6"),
     (["--fault", "bogus=0.1"], "unknown fault 'bogus'"),
     (["--fault", "status:500"], "write it as KIND[:N]=FRACTION"),

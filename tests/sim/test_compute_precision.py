@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from tokenmark.perfmodel import Deployment
+from tokenmark.perfmodel import Deployment, Efficiency
 from tokenmark.perfmodel.cost import CostModel
 from tokenmark.perfmodel.hardware import Precision, find_accelerator, find_model
 
@@ -98,9 +98,9 @@ def test_gpt_oss_keeps_its_dense_weights_in_bf16() -> None:
 
 
 def test_an_accelerator_without_a_wider_figure_keeps_the_rest_precision() -> None:
-    """VR200's row lists FP4 only: gpt-oss's BF16 weights and Qwen3-VL's BF16 encoder
+    """An accelerator listing FP4 only: gpt-oss's BF16 weights and Qwen3-VL's BF16 encoder
     run at the FP4 figure there (the table has no other), and still read 2 bytes."""
-    vr = find_accelerator("VR200")
+    vr = replace(find_accelerator("VR200"), tflops={"fp4": 50000.0})
     d = Deployment(vr, OSS, Precision.FP4)
     assert d.dense_dtype is Precision.BF16
     assert d.dense_compute_dtype is Precision.FP4
@@ -108,3 +108,18 @@ def test_an_accelerator_without_a_wider_figure_keeps_the_rest_precision() -> Non
     qwen = find_model("qwen3-vl-235b-a22b")
     c = CostModel(Deployment(vr, qwen, Precision.FP4, tp=4, ep=4))
     assert c.cost(1000, 1000 * 1001 / 2, 0.0, 1, 0, 0.0, encoder_flops=1e12).compute_ns > 0
+
+
+def test_vr200s_bf16_encoder_runs_at_its_bf16_figure() -> None:
+    """VR200's BF16 figure (accelerators.csv: 8,333 dense TFLOPS, half its 16,667 FP8
+    from NVIDIA's 1.2 EF FP8 per NVL72 rack) is what Qwen3-VL's BF16 vision tower runs
+    at under FP4 weights, not the 50,000 FP4 figure: 1e15 encoder FLOPs on a tp 4
+    replica at 100% efficiency take 1e15 / (4 x 8333e12) s."""
+    vr = find_accelerator("VR200")
+    assert vr.tflops_at(Precision.BF16) == 8333 and vr.tflops_at(Precision.FP8) == 16667
+    qwen = find_model("qwen3-vl-235b-a22b")
+    one = Efficiency(mfu=1.0, mbu=1.0, step_overhead_ns=0, seq_overhead_ns=0)
+    c = CostModel(Deployment(vr, qwen, Precision.FP4, tp=4, ep=4, efficiency=one))
+    args = (1000, 1000 * 1001 / 2, 0.0, 1, 0, 0.0)
+    extra = c.cost(*args, encoder_flops=1e15).compute_ns - c.cost(*args).compute_ns
+    assert extra == pytest.approx(1e15 / (4 * 8333e12) * 1e9, rel=1e-6)

@@ -77,8 +77,6 @@ def test_offline_follows_loadgen_padding_and_formula():
      r"needs 405 GB of weights; 2 x H100 give 144 GB usable"),
     (ClusterSpec("H200", "llama2-70b-99", nodes=1, per_node=8, tp=3),
      r"tp 3 x dp 1 x pp 1 = 3 accelerators per replica does not divide the 8 accelerators"),
-    (ClusterSpec("VR200", "llama3.1-8b", precision="bf16"),
-     "VR200 computes no format as wide as bf16"),
     (ClusterSpec("H200", "llama3.1-8b", nodes=0), "at least one node"),
 ])
 def test_bad_input_names_the_numbers(spec, message):

@@ -21,7 +21,10 @@ from tokenmark.perfmodel import (
 from tokenmark.perfmodel.outputs import OutputPlanner, output_model
 from tokenmark.perfmodel.vision import vision_encoder
 from tokenmark.records import Message, Sample
+from tokenmark.sim.fit import predict_rate
+from tokenmark.sim.predict import offline_trace
 from tokenmark.sim.run import request_arrays
+from tokenmark.sim.search import replica_offline_rate
 from tokenmark.sim.workloads import image_arrays, image_load, synthetic_dataset
 from tokenmark.workload.images import ImageSize, data_url, generate_png, sniff
 
@@ -81,7 +84,10 @@ def test_synthetic_samples_carry_their_images():
 
 
 def test_the_prefill_step_pays_for_the_encoder():
-    eff = Efficiency(mfu=0.5, mbu=0.8, step_overhead_ns=0, seq_overhead_ns=0)
+    # size exponent 1: the language model (hidden 4096) reaches 0.5 x (4096 / 8192) =
+    # 0.25 of peak, and so does the encoder (not 0.5 x 1152 / 8192 = 0.07 for its width)
+    eff = Efficiency(mfu=0.5, mbu=0.8, step_overhead_ns=0, seq_overhead_ns=0,
+                     size_exponent=1.0)
     gb300 = find_accelerator("GB300")  # 15000 dense FP4 TFLOPS
     m = find_model(QWEN)
     d = Deployment(gb300, m, Precision.FP4, tp=4, ep=4, efficiency=eff)
@@ -101,7 +107,7 @@ def test_the_prefill_step_pays_for_the_encoder():
     # the vision tower stays BF16 (vision.csv precision; the NVFP4 recipe ignores
     # visual.*): the encoder runs at GB300's 2500 dense BF16 TFLOPS
     peak_enc = 4 * 2500e12
-    compute = flops / peak * 1e9 / 0.5 + ENCODER / peak_enc * 1e9 / 0.5
+    compute = flops / peak * 1e9 / 0.25 + ENCODER / peak_enc * 1e9 / 0.25
     assert plan.cost.compute_ns == pytest.approx(compute, rel=1e-6)
     # the encoder's share is counted as prefill compute
     assert plan.cost.prefill_flop_share == pytest.approx(1.0, abs=1e-3)
@@ -109,7 +115,7 @@ def test_the_prefill_step_pays_for_the_encoder():
     e2 = ReplicaEngine(d)
     e2.submit(0, n, 2)
     assert e2.advance().plan.cost.compute_ns == pytest.approx(
-        compute - ENCODER / peak_enc * 1e9 / 0.5, rel=1e-6)
+        compute - ENCODER / peak_enc * 1e9 / 0.25, rel=1e-6)
     # at BF16 the encoder costs no more than the language model's precision would
     d16 = Deployment(gb300, m, Precision.BF16, tp=4, ep=4, efficiency=eff)
     e3 = ReplicaEngine(d16)
@@ -117,7 +123,27 @@ def test_the_prefill_step_pays_for_the_encoder():
     e4 = ReplicaEngine(d16)
     e4.submit(0, n, 2)
     assert (e3.advance().plan.cost.compute_ns - e4.advance().plan.cost.compute_ns
-            == pytest.approx(ENCODER / peak_enc * 1e9 / 0.5, rel=1e-6))
+            == pytest.approx(ENCODER / peak_enc * 1e9 / 0.25, rel=1e-6))
+
+
+def test_the_offline_trace_and_the_engine_cost_the_encoder_alike():
+    """One prediction path: the Offline trace calibration fits (recorded at 100%
+    efficiency, timed under the parameters afterwards) and the engine that runs Server
+    and Interactive (timed under them as it goes) give one Offline throughput for a
+    vision-language deployment, also where the size exponent makes the encoder's own
+    width's efficiency differ from the language model's."""
+    eff = Efficiency(mfu=0.4, mbu=0.8, step_overhead_ns=1_000_000, seq_overhead_ns=2_000,
+                     size_exponent=1.0)
+    d = Deployment(find_accelerator("GB300"), find_model(QWEN), Precision.FP4, tp=4, ep=4,
+                   efficiency=eff)
+    rng = np.random.default_rng(3)
+    inputs = rng.integers(800, 6000, size=64)
+    outputs = rng.integers(20, 60, size=64)
+    enc = rng.uniform(1e12, 60e12, size=64)
+    trace = offline_trace(d, inputs, outputs, samples=True, encoder=enc)
+    direct = replica_offline_rate(d, inputs, outputs, requests=int(trace.units), seed=7,
+                                  encoder=enc)
+    assert predict_rate(trace, eff) == pytest.approx(direct, rel=2e-3)
 
 
 class _File:
@@ -167,3 +193,42 @@ def test_a_bad_image_size_in_workloads_csv_is_named() -> None:
     for bad in ("640", "axb*2", "64x64*0", "0x64"):
         with pytest.raises(ConfigError, match="image_size"):
             _sizes("b", bad)
+
+
+def test_attention_data_parallel_groups_encode_their_own_images():
+    """Under attention data parallelism each request's image is encoded by the one group
+    that serves it (vLLM: every data-parallel rank is its own engine; the ranks' passes
+    align at every expert layer), so a step waits for the busiest group: one image alone
+    on a dp 8 replica of B300 costs its FLOPs over one B300's 2250 dense BF16 TFLOPS,
+    not over eight; several images take the larger of their mean share and the largest."""
+    from tokenmark.perfmodel.cost import CostModel
+
+    eff = Efficiency(mfu=0.5, mbu=0.8, step_overhead_ns=0, seq_overhead_ns=0)
+    b300 = find_accelerator("B300")
+    m = find_model(QWEN)
+    dp8 = Deployment(b300, m, Precision.FP4, dp=8, ep=8, efficiency=eff)
+    tp1 = Deployment(b300, m, Precision.FP4, efficiency=eff)
+    args = (TOKENS, TOKENS * (TOKENS + 1) / 2, 0.0, 1, 0, 0.0)
+    one_gpu = 2250e12 / 1e9 * 0.5  # FLOP/ns of one B300 at BF16, mfu 0.5
+
+    def extra(d: Deployment, total: float, largest: float) -> float:
+        c = CostModel(d)
+        return c.cost(*args, total, largest).compute_ns - c.cost(*args).compute_ns
+
+    # one image: on one accelerator's peak, in the dp 8 replica as on a tp 1 one
+    assert extra(dp8, ENCODER, ENCODER) == pytest.approx(ENCODER / one_gpu, rel=1e-6)
+    assert extra(tp1, ENCODER, ENCODER) == pytest.approx(ENCODER / one_gpu, rel=1e-6)
+    # 16 equal images over 8 groups: two each, the mean share
+    assert extra(dp8, 16 * ENCODER, ENCODER) == pytest.approx(2 * ENCODER / one_gpu, rel=1e-6)
+    # a large image and small ones: the large one's group is the busiest
+    assert extra(dp8, ENCODER + 7e12, ENCODER) == pytest.approx(ENCODER / one_gpu, rel=1e-6)
+    # the engine passes the step's largest request: two requests admitted in one step
+    e = ReplicaEngine(dp8)
+    e.submit(0, 700 + TOKENS, 2, encoder_flops=ENCODER)
+    e.submit(1, 700, 2, encoder_flops=1e12)
+    with_images = e.advance().plan.cost.compute_ns
+    e2 = ReplicaEngine(dp8)
+    e2.submit(0, 700 + TOKENS, 2)
+    e2.submit(1, 700, 2)
+    assert with_images - e2.advance().plan.cost.compute_ns == pytest.approx(
+        ENCODER / one_gpu, rel=1e-6)

@@ -38,9 +38,18 @@ per accelerator of the replica (all of them work in lock-step):
 - overhead = ``step_overhead_ns`` + ``seq_overhead_ns`` x sequences in the step;
 - a vision-language model's step that starts prefilling a request with images also runs
   the vision encoder on them: ``encoder_flops`` (:mod:`~tokenmark.perfmodel.vision`) at
-  the efficiency of the encoder's width and the peak of its own precision where that is
-  wider than the language model's (vision.csv ``precision``: BF16, as the quantisation
-  recipes leave the vision tower), counted as prefill compute.
+  the peak of its own precision where that is wider than the language model's
+  (vision.csv ``precision``: BF16, as the quantisation recipes leave the vision tower)
+  and at the language model's compute efficiency (``mfu_for`` the model's width, not the
+  encoder's: its matmuls run over thousands of patches an image, as large as a prefill
+  chunk's, and the Offline trace that calibration fits costs them so - one rule for
+  both paths), counted as prefill compute. Under attention data parallelism (``dp`` > 1)
+  each request's images are encoded by the one attention group that serves it (every
+  data-parallel rank is its own engine with its own requests, and the ranks' forward
+  passes are aligned at every expert layer: vLLM's data-parallel deployment docs), so
+  the step waits for the busiest group: its encoder work is at least the largest
+  request's and at least the mean share, ``max(total / dp, largest)`` on one group,
+  i.e. ``max(total, dp x largest)`` over the replica's peak.
 
 With speculative decoding (``spec_tokens`` = s) each decoding sequence runs ``1 + s``
 tokens through the model (compute, all-to-all and expert touches for all of them; its
@@ -170,7 +179,6 @@ class CostModel:
         self._ln_ep = math.log(d.ep) if d.ep > 1 else 0.0
         self._mfu = eff.mfu_for(m.hidden)
         enc = vision_encoder(m)
-        self._mfu_enc = eff.mfu_for(enc.hidden) if enc is not None else self._mfu
         # the vision encoder runs at its own precision where that is wider (BF16: the
         # quantisation recipes leave it unquantised)
         self._peak_enc_per_ns = self._peak_per_ns
@@ -287,16 +295,20 @@ class CostModel:
         decode_seqs: int,
         decode_ctx: float,
         encoder_flops: float = 0.0,
+        encoder_max_flops: float = 0.0,
     ) -> StepCost:
         """The step's time under the deployment's efficiency (arguments as
-        :meth:`components`; ``encoder_flops``: the vision encoder's work in this step)."""
+        :meth:`components`; ``encoder_flops``: the vision encoder's work in this step,
+        ``encoder_max_flops`` the largest request's part of it, which one attention
+        data-parallel group encodes alone: module docstring)."""
         c = self.components(prefill_tokens, prefill_pairs, prefill_ctx, prefill_seqs,
                             decode_seqs, decode_ctx)
         eff = self.d.efficiency
         compute = c.compute0_ns / self._mfu
         share = c.prefill_flop_share
         if encoder_flops > 0:
-            enc = encoder_flops / self._peak_enc_per_ns / self._mfu_enc
+            work = max(encoder_flops, self.d.dp * encoder_max_flops)
+            enc = work / self._peak_enc_per_ns / self._mfu
             share = (compute * share + enc) / (compute + enc)
             compute += enc
         memory = c.memory0_ns / eff.mbu

@@ -22,7 +22,9 @@ event per decoding sequence, for callers that stream every token.
 A request may be aborted (:meth:`ReplicaEngine.abort`: its client went away): it leaves
 at once, so the next step is planned without it and its sequence slot and KV cache are
 free for the requests behind it. A vision-language request carries its images' encoder
-work (``encoder_flops``), charged to the step that starts its prefill.
+work (``encoder_flops``), charged to the step that starts its prefill (with the largest
+request's share, which one attention data-parallel group encodes alone:
+:meth:`~tokenmark.perfmodel.cost.CostModel.cost`).
 
 Disaggregated serving uses two modes: ``prefill_only`` engines finish a request with
 its first token (its KV cache leaves with it), and requests submitted with
@@ -309,6 +311,7 @@ class ReplicaEngine:
         waiting = self._waiting
         admitted: list[int] = []
         enc = 0.0
+        enc_max = 0.0  # the largest request's encoder work this step
         while waiting:
             r = waiting[0]
             need = r.need
@@ -342,6 +345,7 @@ class ReplicaEngine:
             budget -= n
             if r.enc:
                 enc += r.enc
+                enc_max = max(enc_max, r.enc)
                 r.enc = 0.0
         p_tok = 0
         pairs = 0.0
@@ -353,7 +357,8 @@ class ReplicaEngine:
             p_ctx += c
         n_dec = self._n_dec
         made = self._rate
-        cost = self.cost.cost(p_tok, pairs, p_ctx, len(chunks), n_dec, self._ctx, enc)
+        cost = self.cost.cost(p_tok, pairs, p_ctx, len(chunks), n_dec, self._ctx, enc,
+                              enc_max)
         decoded = list(self._decoding) if collect_tokens else None
         # -- apply the step -------------------------------------------------------------
         self._ctx += made
