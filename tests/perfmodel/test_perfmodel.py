@@ -124,6 +124,47 @@ def test_serial_fraction_adds_the_unhidden_share_of_the_shorter_side():
     assert CostModel(Deployment(H200, L8B, efficiency=none)).decode_cost(64, 64_000) == both
 
 
+def test_linear_layers_and_attention_each_take_their_own_roofline():
+    # Llama-2-70B at FP8 on one H200 (KV cache FP8), 512 sequences decoding over 500
+    # tokens of context each: the matmuls are compute-bound, attention is bound by its
+    # KV-cache reads, and the two run one after the other in every layer, so the step
+    # takes the sum of the two bounds (the roofline of the totals would hide the KV
+    # reads behind the matmuls' compute)
+    l70 = find_model("llama2-70b-99")
+    eff = Efficiency(mfu=0.7, mbu=0.8, step_overhead_ns=1_000_000)
+    cost = CostModel(Deployment(H200, l70, Precision.FP8, efficiency=eff)).step(
+        [], [500] * 512)
+    head = 32000 * 8192
+    body = 69.0e9 - 2 * head
+    peak = 1979e12 * 0.7  # FP8 dense
+    bw = 4.8e12 * 0.8
+    linear = 2 * (body + head) * 512 / peak * 1e9  # 61.5 ms
+    weights = 69.0e9 / bw * 1e9  # 18.0 ms
+    attn = 4 * 80 * 64 * 128 * 512 * 500 / peak * 1e9  # 7.7 ms
+    kv = 80 * 2 * 8 * 128 * (512 * 500 + 512) / bw * 1e9  # 11.0 ms
+    assert (linear > weights, kv > attn) == (True, True)
+    assert cost.compute_ns == int(linear + attn)
+    assert cost.memory_ns == int(weights + kv)
+    assert cost.total_ns == pytest.approx(linear + kv + 1_000_000, abs=2)
+    assert cost.binding == "compute"
+    split = cost.breakdown()
+    assert sum(split.values()) == pytest.approx(cost.total_ns, abs=3)
+    # the KV reads not hidden behind attention's compute are memory time
+    assert split["kv_memory"] + split["weights_memory"] == pytest.approx(kv - attn, abs=3)
+    # the engine costs the same step the same way, and its fast decode loop the next
+    # (prompts prefilled elsewhere: they arrive with 500 tokens of context)
+    eng = ReplicaEngine(Deployment(H200, l70, Precision.FP8, efficiency=eff,
+                                   policy=ServingPolicy(max_num_seqs=1024)))
+    for i in range(512):
+        eng.submit(i, 499, 10, prefilled=True)
+    assert eng.advance().plan.cost == cost
+    before = eng.stats.busy_ns
+    eng.run_decode(0, 1)  # one step, every context one token longer
+    step = eng.stats.busy_ns - before
+    kv2 = 80 * 2 * 8 * 128 * (512 * 501 + 512) / bw * 1e9
+    assert step == pytest.approx(linear + kv2 + 1_000_000, abs=2)
+
+
 def test_prefill_chunk_flops_by_hand():
     eff = Efficiency(mfu=1.0, mbu=1.0, step_overhead_ns=0)
     cost = CostModel(Deployment(H200, L8B, efficiency=eff)).step([(100, 50)], [])

@@ -59,16 +59,18 @@ def _trace(d: Deployment, reqs: list[tuple[int, int]]) -> OfflineTrace:
                                  efficiency=UNIT, policy=d.policy))
     for i, (a, b) in enumerate(reqs):
         e.submit(i, a, b)
-    c0, m0, cm, sq = [], [], [], []
+    c0, m0, a0, k0, cm, sq = [], [], [], [], [], []
     while e.has_work:
-        o = e.advance()
-        c0.append(o.plan.cost.compute_ns)
-        m0.append(o.plan.cost.memory_ns)
-        cm.append(o.plan.cost.comm_ns)
-        sq.append(o.plan.batch)
+        c = e.advance()
+        c0.append(c.plan.cost.compute_ns)
+        m0.append(c.plan.cost.memory_ns)
+        a0.append(c.plan.cost.compute_ns * c.plan.cost.attn_flop_share)
+        k0.append(c.plan.cost.memory_ns * c.plan.cost.kv_byte_share)
+        cm.append(c.plan.cost.comm_ns)
+        sq.append(c.plan.batch)
     return OfflineTrace(np.asarray(c0, float), np.asarray(m0, float), np.asarray(cm, float),
                         np.asarray(sq, float), float(e.tokens_out), d.replicas,
-                        d.model.hidden)
+                        d.model.hidden, np.asarray(a0, float), np.asarray(k0, float))
 
 
 def _real_time(d: Deployment, reqs: list[tuple[int, int]]) -> int:

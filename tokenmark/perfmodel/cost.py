@@ -1,12 +1,24 @@
 """The time of one engine step of one replica, and what it was spent on.
 
 A step runs one decode token for every running sequence plus prefill chunks within a
-token budget. Its time is
+token budget. In every layer its linear layers (the matmuls over the weights) and its
+attention (over the KV cache) are separate kernels that run one after the other, each
+bound by its own roofline, so its time is
 
-    max(compute, memory) + serial_fraction x min(compute, memory)
+    max(linear, weights) + serial_fraction x min(linear, weights)
+    + max(attention, kv) + serial_fraction x min(attention, kv)
     + communication + overhead
 
-per accelerator of the replica (all of them work in lock-step):
+per accelerator of the replica (all of them work in lock-step; :func:`kernel_time`),
+where ``linear`` and ``attention`` are the compute times of the matmuls and of QK/AV,
+``weights`` and ``kv`` the times to read the weights and to read and write the KV cache.
+At the batches of an Offline run the matmuls are compute-bound while attention stays
+bound by its KV reads (every sequence reads its own context), so the KV traffic is
+not hidden behind the matmuls' compute, as one roofline over the step's totals assumed
+(per-operator rooflines: Yuan et al. 2024, "LLM Inference Unveiled: Survey and Roofline
+Model Insights", arXiv:2402.16363; decode attention memory-bound at every batch size:
+Agrawal et al. 2024, Sarathi-Serve, OSDI). ``compute`` and ``memory`` below are the
+totals of the two kernels' sides:
 
 - compute = FLOPs / (tp x dp x pp) / (dense peak at the deployment's compute precision
   x the efficiency's :meth:`~tokenmark.perfmodel.Efficiency.mfu_for` the model's
@@ -73,11 +85,26 @@ from typing import NamedTuple
 from tokenmark.perfmodel.deployment import Deployment
 from tokenmark.perfmodel.vision import vision_encoder
 
-__all__ = ["BREAKDOWN_KEYS", "CostModel", "StepComponents", "StepCost"]
+__all__ = ["BREAKDOWN_KEYS", "CostModel", "StepComponents", "StepCost", "kernel_time"]
 
 #: The parts a step's time is split into (ns), in the order they are reported.
 BREAKDOWN_KEYS = ("prefill_compute", "decode_compute", "weights_memory", "kv_memory",
                   "communication", "overhead")
+
+
+def kernel_time(linear: float, weights: float, attn: float, kv: float,
+                serial: float = 0.0) -> float:
+    """The kernels' time of a step (ns): the linear layers (matmuls over the weights:
+    ``linear`` compute, ``weights`` read) and attention (``attn`` compute, ``kv`` the KV
+    cache read and written) run one after the other in every layer, each bound by its
+    own roofline, ``max(compute, memory) + serial x min(compute, memory)``."""
+    if linear >= weights:
+        t = linear + serial * weights
+    else:
+        t = weights + serial * linear
+    if attn >= kv:
+        return t + attn + serial * kv
+    return t + kv + serial * attn
 
 
 class StepComponents(NamedTuple):
@@ -89,6 +116,8 @@ class StepComponents(NamedTuple):
     seqs: int
     prefill_flop_share: float
     kv_byte_share: float
+    attn0_ns: float = 0.0  # of compute0_ns: attention's (QK and AV over the context)
+    kv0_ns: float = 0.0  # of memory0_ns: the KV cache's reads and writes
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +130,8 @@ class StepCost:
     prefill_flop_share: float = 0.0  # of the step's FLOPs
     kv_byte_share: float = 0.0  # of the step's memory traffic
 
-    serial_ns: int = 0  # the part of the shorter of compute and memory not overlapped
+    serial_ns: int = 0  # kernel time beyond max(compute, memory): not overlapped
+    attn_flop_share: float = 0.0  # of the step's compute time: attention's
 
     @property
     def binding(self) -> str:
@@ -250,8 +280,10 @@ class CostModel:
         kv = self._kv * (decode_ctx + prefill_ctx + tokens) / self._n
         compute0 = flops / self._peak_per_ns
         memory0 = (weights + kv) / self._bw_per_ns
+        attn = (self._attn_p * prefill_pairs + self._attn_d * decode_ctx * v) / self._peak_per_ns
         return StepComponents(compute0, memory0, comm, prefill_seqs + decode_seqs,
-                              f_pre / flops, kv / (weights + kv))
+                              f_pre / flops, kv / (weights + kv), attn,
+                              kv / self._bw_per_ns)
 
     def _draft_pass(self, seqs: int) -> tuple[float, float, float]:
         """One draft pass over ``seqs`` sequences: FLOPs, weight bytes per accelerator
@@ -305,6 +337,7 @@ class CostModel:
                             decode_seqs, decode_ctx)
         eff = self.d.efficiency
         compute = c.compute0_ns / self._mfu
+        attn = c.attn0_ns / self._mfu
         share = c.prefill_flop_share
         if encoder_flops > 0:
             work = max(encoder_flops, self.d.dp * encoder_max_flops)
@@ -312,39 +345,44 @@ class CostModel:
             share = (compute * share + enc) / (compute + enc)
             compute += enc
         memory = c.memory0_ns / eff.mbu
+        kv = c.kv0_ns / eff.mbu
         overhead = eff.step_overhead_ns + eff.seq_overhead_ns * c.seqs
-        serial = eff.serial_fraction * min(compute, memory)
-        total = max(compute, memory) + serial + c.comm_ns + overhead
+        kernels = kernel_time(compute - attn, memory - kv, attn, kv, eff.serial_fraction)
+        total = kernels + c.comm_ns + overhead
         return StepCost(int(total), int(compute), int(memory), int(c.comm_ns), int(overhead),
-                        share, c.kv_byte_share, int(serial))
+                        share, c.kv_byte_share, int(kernels - max(compute, memory)),
+                        attn / compute if compute > 0 else 0.0)
 
     def decode_cost(self, decode_seqs: int, decode_ctx: float) -> StepCost:
         """:meth:`cost` of a step with no prefill (the common case)."""
         return self.cost(0, 0.0, 0, 0, decode_seqs, decode_ctx)
 
-    def decode_parts(self, seqs: int, ctx: float) -> tuple[float, float, float, float]:
-        """A decode-only step's compute, weight-read, KV-read and communication times
-        (ns, at the deployment's efficiency), for loops that cost many steps: equal to
+    def decode_parts(self, seqs: int, ctx: float
+                     ) -> tuple[float, float, float, float, float]:
+        """A decode-only step's linear-layer compute, attention compute, weight-read,
+        KV-read and communication times (ns, at the deployment's efficiency), for loops
+        that cost many steps (:func:`kernel_time` combines them): equal to
         :meth:`components` under the efficiency, with the parts that depend only on the
         batch size kept per size."""
         got = self._by_seqs.get(seqs)
         if got is None:
             c = self.components(0, 0.0, 0, 0, seqs, 0.0)
             eff = self.d.efficiency
-            weights = c.memory0_ns * (1.0 - c.kv_byte_share) / eff.mbu
-            kv_fixed = c.memory0_ns * c.kv_byte_share / eff.mbu  # the new tokens' writes
+            weights = (c.memory0_ns - c.kv0_ns) / eff.mbu
+            kv_fixed = c.kv0_ns / eff.mbu  # the new tokens' writes
             got = (c.compute0_ns / self._mfu, weights, kv_fixed, c.comm_ns)
             if len(self._by_seqs) < 65536:
                 self._by_seqs[seqs] = got
         compute, weights, kv_fixed, comm = got
-        return (compute + self._ctx_compute * ctx, weights, kv_fixed + self._ctx_kv * ctx,
+        return (compute, self._ctx_compute * ctx, weights, kv_fixed + self._ctx_kv * ctx,
                 comm)
 
     def decode_coefficients(self) -> tuple[float, float, float, float, float, float]:
         """Coefficients of a decode-only step's time at this deployment's efficiency,
         for a dense model without speculative decoding (:attr:`linear_decode`):
-        compute = a x seqs + b x context sum; memory = w + c x (context sum + seqs);
-        overhead = o + q x seqs. For callers that cost many steps in a loop."""
+        linear layers' compute = a x seqs, attention's b x context sum; weight reads w,
+        KV reads and writes c x (context sum + seqs) (:func:`kernel_time` combines
+        them); overhead = o + q x seqs. For callers that cost many steps in a loop."""
         d = self.d
         eff = d.efficiency
         a = (self._body2 + self._head2) / self._peak_per_ns / self._mfu

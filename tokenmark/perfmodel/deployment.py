@@ -82,12 +82,14 @@ class Efficiency:
     ``step_overhead_ns``: fixed cost of one engine step (scheduling, launches, sampling
     set-up); ``seq_overhead_ns``: cost per sequence in a step (sampling, detokenising,
     bookkeeping); ``link_efficiency`` and ``allreduce_latency_ns`` shape communication;
-    ``serial_fraction``: the share of the shorter of a step's compute and memory times
-    that is *not* hidden behind the longer one, so a step takes ``max(compute, memory)
-    + serial_fraction x min(compute, memory)``: 0 is the roofline's perfect overlap, 1
-    none (their sum). Kernels overlap loads and math only partly, which costs most where
-    the two are close: at the batch sizes latency limits force (decode near the ridge
-    point), while the large batches of an Offline run are compute-bound either way.
+    ``serial_fraction``: the share of the shorter of a kernel's compute and memory times
+    that is *not* hidden behind the longer one, so the linear layers take
+    ``max(compute, weight reads) + serial_fraction x min(...)`` and attention the same
+    over its KV traffic (:func:`~tokenmark.perfmodel.cost.kernel_time`): 0 is the
+    roofline's perfect overlap, 1 none (their sum). Kernels overlap loads and math only
+    partly, which costs most where the two are close: at the batch sizes latency limits
+    force (decode near the ridge point), while the large batches of an Offline run keep
+    the matmuls compute-bound and attention bound by its KV reads either way.
     """
 
     mfu: float = 0.45

@@ -449,27 +449,32 @@ class ReplicaEngine:
         steps0 = s
         while t < horizon_ns and n_dec > 0:
             if linear:
-                compute = a * n_dec + b * ctx
+                lin = a * n_dec
+                att = b * ctx
                 kv = c * (ctx + n_dec)
                 w_ns = w
                 comm = comm_of(n_dec) if comm_of is not None else 0.0
             else:
-                compute, w_ns, kv, comm = parts(n_dec, ctx)
+                lin, att, w_ns, kv, comm = parts(n_dec, ctx)
+            # the linear layers, then attention, each on its own roofline (kernel_time)
+            lin_t = lin + sf * w_ns if lin >= w_ns else w_ns + sf * lin
+            att_t = att + sf * kv if att >= kv else kv + sf * att
+            compute = lin + att
             memory = w_ns + kv
             over = o + q * n_dec
-            if compute >= memory:
-                dt = int(compute + sf * memory + comm + over)
+            dt = int(lin_t + att_t + comm + over)
+            if compute >= memory:  # the unhidden rest is memory's (StepCost.breakdown)
                 cb_ns += dt
                 d_compute += compute
-                if sf:
-                    kv_mem += sf * kv
-                    w_mem += sf * w_ns
+                rest = lin_t + att_t - compute
+                if rest > 0 and memory > 0:
+                    kv_mem += rest * kv / memory
+                    w_mem += rest * w_ns / memory
             else:
-                dt = int(memory + sf * compute + comm + over)
                 mb_ns += dt
                 kv_mem += kv
                 w_mem += w_ns
-                d_compute += sf * compute
+                d_compute += lin_t + att_t - memory
             t += dt
             comm_sum += comm
             over_sum += over

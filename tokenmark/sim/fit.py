@@ -2,12 +2,15 @@
 
 In an Offline run every request is queued at time zero, so which requests each engine
 step carries does not depend on how long the steps take: a simulated Offline run can
-be recorded once, parameter-free, as each step's compute time and memory time at 100%
-efficiency, its communication time and its sequence count (an :class:`OfflineTrace`),
-and its throughput under any parameters is then exact and vectorised:
+be recorded once, parameter-free, as each step's compute and memory times at 100%
+efficiency for its two kernels (the linear layers: matmul FLOPs ``c0`` and weight reads
+``m0``; attention: QK/AV FLOPs ``a0`` and KV-cache traffic ``k0``), its communication
+time and its sequence count (an :class:`OfflineTrace`), and its throughput under any
+parameters is then exact and vectorised:
 
     time(theta) = sum over steps of max(c0 / mfu, m0 / mbu)
                   + serial_fraction x min(c0 / mfu, m0 / mbu)
+                  + max(a0 / mfu, k0 / mbu) + serial_fraction x min(a0 / mfu, k0 / mbu)
                   + comm + step_overhead + seq_overhead x seqs
 
 :func:`fit_efficiency` finds the four parameters of one group (an accelerator family
@@ -44,27 +47,50 @@ PRIOR = (
 PRIOR_WEIGHT = 0.01
 
 
+class _Roofline:
+    """``sum over steps of max(c / mfu, m / mbu) + serial x min(c / mfu, m / mbu)``
+    for any parameters, exact in O(log steps): a step is compute-bound when its ratio
+    ``c / m >= mfu / mbu``, so with the steps sorted by that ratio and prefix sums kept
+    the sum is two look-ups."""
+
+    def __init__(self, c: np.ndarray, m: np.ndarray) -> None:
+        ratio = c / np.maximum(m, 1e-12)
+        order = np.argsort(ratio, kind="stable")
+        self.ratio = ratio[order]
+        self._c_suffix = np.concatenate((np.cumsum(c[order][::-1])[::-1], [0.0]))
+        self._m_prefix = np.concatenate(([0.0], np.cumsum(m[order])))
+
+    def time(self, mfu: float, mbu: float, serial: float) -> float:
+        k = int(np.searchsorted(self.ratio, mfu / mbu, side="left"))
+        top = float(self._c_suffix[k]) / mfu + float(self._m_prefix[k]) / mbu
+        if serial:  # the sum of the shorter sides is everything less the longer ones
+            both = float(self._c_suffix[0]) / mfu + float(self._m_prefix[-1]) / mbu
+            top += serial * (both - top)
+        return top
+
+
 class OfflineTrace:
     """One replica's parameter-free Offline run; ``units`` are the tokens (or samples)
     it produced and ``replicas`` how many such replicas the system has.
 
-    A step is compute-bound when ``c0 / mfu >= m0 / mbu``, i.e. when its ratio
-    ``c0 / m0 >= mfu / mbu``; with the steps sorted by that ratio and prefix sums kept,
-    the run's time under any parameters is exact in O(log steps)."""
+    Each step's kernels are its linear layers (compute ``compute0 - attn0``, weight
+    reads ``memory0 - kv0``) and its attention (compute ``attn0``, KV-cache traffic
+    ``kv0``), one after the other, each on its own roofline
+    (:func:`~tokenmark.perfmodel.cost.kernel_time`); each part's sum over the steps is
+    exact under any parameters (:class:`_Roofline`)."""
 
     def __init__(self, compute0: np.ndarray, memory0: np.ndarray, comm: np.ndarray,
-                 seqs: np.ndarray, units: float, replicas: int, hidden: int) -> None:
+                 seqs: np.ndarray, units: float, replicas: int, hidden: int,
+                 attn0: np.ndarray | None = None, kv0: np.ndarray | None = None) -> None:
         self.units = units
         self.replicas = replicas
         self.hidden = hidden
         self.steps = int(compute0.shape[0])
-        ratio = compute0 / np.maximum(memory0, 1e-12)
-        order = np.argsort(ratio, kind="stable")
-        self._ratio = ratio[order]
-        c = compute0[order]
-        m = memory0[order]
-        self._c_suffix = np.concatenate((np.cumsum(c[::-1])[::-1], [0.0]))
-        self._m_prefix = np.concatenate(([0.0], np.cumsum(m)))
+        attn = np.zeros_like(compute0) if attn0 is None else attn0
+        kv = np.zeros_like(memory0) if kv0 is None else kv0
+        self._linear = _Roofline(np.maximum(compute0 - attn, 0.0), np.maximum(memory0 - kv, 0.0))
+        self._attention = _Roofline(attn, kv)
+        self._ratio = np.sort(compute0 / np.maximum(memory0, 1e-12), kind="stable")
         self._comm = float(comm.sum())
         self._seqs = float(seqs.sum())
 
@@ -74,11 +100,7 @@ class OfflineTrace:
 
     def time_raw(self, mfu: float, mbu: float, step_ns: float, seq_ns: float,
                  serial: float = 0.0) -> float:
-        k = int(np.searchsorted(self._ratio, mfu / mbu, side="left"))
-        top = float(self._c_suffix[k]) / mfu + float(self._m_prefix[k]) / mbu
-        if serial:  # the sum of the shorter sides is everything less the longer ones
-            both = float(self._c_suffix[0]) / mfu + float(self._m_prefix[-1]) / mbu
-            top += serial * (both - top)
+        top = self._linear.time(mfu, mbu, serial) + self._attention.time(mfu, mbu, serial)
         return top + self._comm + step_ns * self.steps + seq_ns * self._seqs
 
     def comm_share(self, eff: Efficiency) -> float:
@@ -87,6 +109,7 @@ class OfflineTrace:
         return self._comm / t if t > 0 else 0.0
 
     def compute_bound_share(self, eff: Efficiency) -> float:
+        """The share of steps whose compute time is at least their memory time."""
         k = int(np.searchsorted(self._ratio, eff.mfu_for(self.hidden) / eff.mbu, side="left"))
         return 1.0 - k / self.steps if self.steps else 0.0
 

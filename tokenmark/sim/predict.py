@@ -108,6 +108,8 @@ def offline_trace(d: Deployment, inputs: np.ndarray, outputs: np.ndarray, *,
                    encoder_flops=float(encoder[k]) if encoder is not None else 0.0)
     c0: list[float] = []
     m0: list[float] = []
+    a0: list[float] = []
+    k0: list[float] = []
     cm: list[float] = []
     sq: list[int] = []
     while eng.has_work:
@@ -115,6 +117,8 @@ def offline_trace(d: Deployment, inputs: np.ndarray, outputs: np.ndarray, *,
         c = o.plan.cost
         c0.append(c.compute_ns)
         m0.append(c.memory_ns)
+        a0.append(c.compute_ns * c.attn_flop_share)
+        k0.append(c.memory_ns * c.kv_byte_share)
         cm.append(c.comm_ns)
         sq.append(o.plan.batch)
     # every request runs to its end: its answer's tokens (with beam search, GPT-J's 4
@@ -122,7 +126,8 @@ def offline_trace(d: Deployment, inputs: np.ndarray, outputs: np.ndarray, *,
     units = float(n) if samples else float(outputs[idx].sum())
     trace = OfflineTrace(np.asarray(c0, np.float64), np.asarray(m0, np.float64),
                          np.asarray(cm, np.float64), np.asarray(sq, np.float64), units,
-                         d.replicas, d.model.hidden)
+                         d.replicas, d.model.hidden, np.asarray(a0, np.float64),
+                         np.asarray(k0, np.float64))
     _TRACES[key] = trace
     return trace
 
