@@ -51,7 +51,10 @@ and earlier), so what users get is what was scored.
     compute-bound steps hardly show: per serial fraction of ``SERIALS``, each row's
     ``mbu`` (at the nominal pair ``NOMINAL``); a group takes the serial fraction under
     which its rows agree best (the smallest median absolute deviation of ``log mbu``)
-    and the median ``mbu`` under it, per (architecture, stack, round) as stage 1 (a
+    and the median ``mbu`` under it (an inversion that ends clamped at an end of
+    ``MBU_BOUNDS`` did not reach the published result - a compute-bound step hardly
+    moves with ``mbu`` - and is left out; a serial fraction needs rows of
+    ``MIN_SYSTEMS`` systems found, else the group takes the next level's), per (architecture, stack, round) as stage 1 (a
     group without Interactive rows of its own takes every latency row's, Server's
     included).
 
@@ -283,6 +286,13 @@ def _speed_job(job: tuple[Any, ...]) -> tuple[int, list[float]]:
         return math.log(max(v, 1e-9) / published)
 
     return k, [_secant_log(f, 0.5, 0.9, *SPEED_BOUNDS)]
+
+
+def _found(mbu: float) -> bool:
+    """Whether an inverted ``mbu`` lies inside :data:`MBU_BOUNDS` (not clamped to an
+    end, where the search stops when the published result is out of reach)."""
+    lo, hi = MBU_BOUNDS
+    return lo * 1.001 < mbu < hi * 0.999
 
 
 def _secant_log(f: Callable[[float], float], a: float, b: float, lo: float, hi: float,
@@ -602,17 +612,23 @@ class Fit:
             if len(systems) < MIN_SYSTEMS:
                 self._stage2[k] = None
             else:
-                best: tuple[float, float, float] | None = None
+                best: tuple[float, float, float, int] | None = None
                 for j, serial in enumerate(SERIALS):
+                    # an inversion that ended at an end of the range did not find the
+                    # published result (mbu cannot make the row that fast or that slow:
+                    # a compute-bound step hardly moves with it); it measures nothing
+                    found = [s for s in rows if _found(self.inverted[s.key][1][j])]
+                    n = len({s.row.system_key for s in found})
+                    if n < MIN_SYSTEMS:
+                        continue
                     # the group's mbu: each inverted mbu over its row's model speed
                     logs = np.log([self.inverted[s.key][1][j] / self.speed(s)[0]
-                                   for s in rows])
+                                   for s in found])
                     med = float(np.median(logs))
                     mad = float(np.median(np.abs(logs - med)))
                     if best is None or mad < best[0]:
-                        best = (mad, math.exp(med), serial)
-                assert best is not None
-                self._stage2[k] = (best[1], best[2], len(systems))
+                        best = (mad, math.exp(med), serial, n)
+                self._stage2[k] = None if best is None else (best[1], best[2], best[3])
         return self._stage2[k]
 
     def server_speed(self, level: Level) -> tuple[float, int] | None:
