@@ -407,3 +407,37 @@ def test_stage2_inverts_the_server_speed_a_result_was_simulated_at():
     # the secant search stops within 3% of the published result, the server search
     # within its own tolerance: the speed is close, not exact
     assert speed == pytest.approx(0.6, rel=0.06)
+
+
+def test_stage2_leaves_out_inversions_clamped_at_the_ends_of_the_mbu_range():
+    """Two of three systems' Interactive rows cannot be made slow enough by ``mbu`` at
+    serial fraction 0 (their inversions stop at the range's floor, 0.05): they measure
+    nothing, so serial 0 has one system found (fewer than MIN_SYSTEMS) and the group
+    takes serial 1's median, 0.35 - not 0.05, which the clamped rows' zero spread would
+    have picked. With every inversion clamped the group has nothing (the next level's)."""
+    from types import SimpleNamespace
+
+    from tokenmark.sim.calibration import MBU_BOUNDS, MIN_SYSTEMS, Fit
+
+    assert MIN_SYSTEMS == 2 and MBU_BOUNDS == (0.05, 1.0)
+
+    def group(inverted: list[tuple[float, float]]) -> object:
+        rows = [SimpleNamespace(key=i, row=SimpleNamespace(scenario="Interactive",
+                                                           system_key=("v6.0", i)))
+                for i in range(len(inverted))]
+        return SimpleNamespace(latency=rows, _matches=lambda s, lv: True, _stage2={},
+                               inverted={i: (0, list(v)) for i, v in enumerate(inverted)},
+                               speed=lambda s: (1.0, "group"))
+
+    level = ("Blackwell", "trtllm", "v6.0")
+    got = Fit.stage2(group([(0.05, 0.3), (0.05, 0.35), (0.4, 0.5)]),  # type: ignore[arg-type]
+                     level, "Interactive")
+    assert got is not None
+    mbu, serial, systems = got
+    assert serial == 1.0 and mbu == pytest.approx(0.35) and systems == 3
+    # found rows agreeing at serial 0 still win there; a ceiling clamp counts as not found
+    got = Fit.stage2(group([(0.2, 1.0), (0.21, 0.3), (0.2, 0.9)]),  # type: ignore[arg-type]
+                     level, "Interactive")
+    assert got == (pytest.approx(0.2), 0.0, 3)
+    assert Fit.stage2(group([(0.05, 1.0), (0.05, 1.0)]),  # type: ignore[arg-type]
+                      level, "Interactive") is None

@@ -54,7 +54,8 @@ and earlier), so what users get is what was scored.
     and the median ``mbu`` under it (an inversion that ends clamped at an end of
     ``MBU_BOUNDS`` did not reach the published result - a compute-bound step hardly
     moves with ``mbu`` - and is left out; a serial fraction needs rows of
-    ``MIN_SYSTEMS`` systems found, else the group takes the next level's), per (architecture, stack, round) as stage 1 (a
+    ``MIN_SYSTEMS`` systems found, else the group takes the next level's), per
+    (architecture, stack, round) as stage 1 (a
     group without Interactive rows of its own takes every latency row's, Server's
     included).
 
