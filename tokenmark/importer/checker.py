@@ -56,6 +56,7 @@ __all__ = [
     "known_table_unit",
     "power_figure",
     "result_key",
+    "result_scenario",
     "table_unit",
     "unit_for",
 ]
@@ -165,6 +166,18 @@ def is_known_benchmark(name: str) -> bool:
         except ConfigError:
             continue
     return False
+
+
+def result_scenario(folder: str, scenario: str, round_name: str | None = None) -> str:
+    """The scenario a result is of: the folder's, except that a ``Server`` run in a
+    folder whose name implies ``Interactive`` (v5.0's ``llama2-70b-interactive-99/
+    Server``: LoadGen's Server scenario under the interactive latency limits, which
+    v5.1 renamed ``llama2-70b-99/Interactive``) is the ``Interactive`` result."""
+    from tokenmark.mlperf.presets import implied_scenario  # on first use: TOML files
+
+    if scenario == "Server" and implied_scenario(folder, round_name) == "Interactive":
+        return "Interactive"
+    return scenario
 
 
 def canonical_scenario(name: str) -> str | None:

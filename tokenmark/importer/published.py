@@ -40,6 +40,7 @@ from tokenmark.importer.checker import (
     inferred_figure,
     known_table_unit,
     power_figure,
+    result_scenario,
     unit_for,
 )
 from tokenmark.importer.tree import FileError, Rejected, Tree
@@ -247,7 +248,9 @@ class SubmitterReader:
         published_unit, quirk = known_table_unit(round_name, benchmark, scenario, figure.unit)
         return ResultRow(
             round=round_name, division=self.division, submitter=self.submitter,
-            system_id=system_id, benchmark=benchmark, scenario=scenario,
+            system_id=system_id, benchmark=benchmark,
+            scenario=result_scenario(self.mapping.get(bench_folder, bench_folder), scenario,
+                                     round_name),
             value=figure.value, unit=figure.unit, metric=figure.metric,
             label=Label.UNVERIFIED if tokenmark_made else self.label,
             category=str(desc.get("system_type") or "") or None,

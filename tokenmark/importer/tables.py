@@ -59,6 +59,7 @@ from tokenmark.importer.checker import (
     canonical_scenario,
     inferred_quirk,
     is_known_benchmark,
+    result_scenario,
     table_unit,
 )
 from tokenmark.importer.tree import FileError, Rejected, Tree
@@ -318,7 +319,8 @@ def _row(entry: _Entry, where: str, round_name: str | None, label: Label,
         digest.update(f"power={power!r}{entry.power_unit}".encode())
     return ResultRow(
         round=round_name, division=m["division"].lower(), submitter=m["submitter"],
-        system_id=m["system"], benchmark=benchmark, scenario=scenario, value=value,
+        system_id=m["system"], benchmark=benchmark,
+        scenario=result_scenario(folder, scenario, round_name), value=value,
         unit=unit, metric=metric, label=label, category=entry.category or None,
         availability=entry.availability or None, system_name=entry.system_name,
         accelerator_model=entry.accelerator, accelerators_per_node=per_node, nodes=nodes,

@@ -68,6 +68,7 @@ from typing import Any
 
 from tokenmark.errors import ConfigError
 from tokenmark.hardware import accelerator
+from tokenmark.mlperf.presets import implied_scenario
 from tokenmark.perfmodel import find_accelerator, find_model
 from tokenmark.sim.workloads import workload
 
@@ -228,6 +229,10 @@ def _row(i: int, f: Mapping[str, Any], source: str) -> PublishedRow:
             reasons.append(why_bench)
         if f["scenario"] not in ("Offline", "Server", "Interactive"):
             reasons.append(f"{f['scenario']} (a latency scenario) is not calibrated here")
+        folder = f.get("folder") or ""
+        if f["scenario"] == "Offline" and folder and implied_scenario(folder) == "Interactive":
+            reasons.append(f"the Offline run in {folder} (v5.0's interactive benchmark): the "
+                           f"same Offline scenario as {bench or folder}'s own row, counted once")
         if f["metric"] not in _METRICS.values():
             reasons.append(f"metric {f['metric']!r} is not a throughput")
     total = f["total"]
@@ -346,7 +351,8 @@ def read_packaged(path: Path | None = None) -> list[PublishedRow]:
             "metric": _METRICS.get(r["unit"].lower(), r["unit"]),
             "result": _float(r["value"]), "samples_per_second": 0.0,
             "precision": stated_precision(r["weight_data_types"]),
-            "software": r["framework"], "system_type": r["category"]}, name))
+            "software": r["framework"], "system_type": r["category"],
+            "folder": r["benchmark_folder"]}, name))
     return out
 
 

@@ -44,6 +44,7 @@ from tokenmark.mlperf.presets.datatypes import (
 )
 from tokenmark.mlperf.presets.lookup import (
     find_benchmark,
+    implied_scenario,
     latest_round,
     load_round,
     load_round_file,
@@ -63,6 +64,7 @@ __all__ = [
     "ScenarioDefaults",
     "ScenarioPreset",
     "find_benchmark",
+    "implied_scenario",
     "latest_round",
     "load_round",
     "load_round_file",

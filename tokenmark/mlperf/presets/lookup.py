@@ -25,6 +25,7 @@ from tokenmark.mlperf.settings import Scenario, TestSettings
 
 __all__ = [
     "find_benchmark",
+    "implied_scenario",
     "latest_round",
     "load_round",
     "load_round_file",
@@ -85,6 +86,27 @@ def resolve(round_name: str, name: str) -> tuple[BenchmarkPreset, Scenario | Non
 def find_benchmark(round_name: str, name: str) -> BenchmarkPreset:
     """The benchmark ``name`` (checker name or LoadGen alias) of a round."""
     return resolve(round_name, name)[0]
+
+
+def implied_scenario(name: str, round_name: str | None = None) -> str | None:
+    """The scenario a benchmark folder's name implies, from the presets' aliases
+    (``llama2-70b-interactive-99`` is llama2-70b-99's ``Interactive``), or ``None`` where
+    the name implies none (a benchmark's own name, ``any``, or an unknown name)."""
+    candidates = ([round_name] if round_name else []) + [
+        r for r in reversed(rounds()) if r != round_name]
+    key = name.strip().lower()
+    for rnd in candidates:
+        try:
+            preset = load_round(rnd)
+        except ConfigError:
+            continue
+        if key in preset.benchmarks:
+            return None
+        owners = preset.aliases.get(key, ())
+        if len(owners) == 1:
+            implied = preset.benchmarks[owners[0]].aliases.get(key)
+            return implied.value if implied is not None else None
+    return None
 
 
 def mlperf_settings(
