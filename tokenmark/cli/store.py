@@ -39,7 +39,7 @@ DbOpt = Annotated[str | None, typer.Option(
     "~/.local/share/tokenmark/results.db); postgresql://... for PostgreSQL.")]
 PublishedOpt = Annotated[bool, typer.Option(
     "--published/--no-published", help="Include the published results that ship with "
-    "tokenmark (v4.1-v6.1 LLM results; see 'tokenmark published status').")]
+    "tokenmark (v4.1-v6.1 LLM results, v5.0 in part; see 'tokenmark published status').")]
 
 db_app = typer.Typer(help="Create, migrate and inspect the results database.",
                      no_args_is_help=True)

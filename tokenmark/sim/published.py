@@ -4,7 +4,8 @@ whether the simulator can be held to it.
 Three sources, one row type (:class:`PublishedRow`):
 
 - the table of published LLM results that ships with tokenmark for the results
-  database (``data/published.csv.gz``, every LLM result of v4.1-v6.1 from the official
+  database (``data/published.csv.gz``, every LLM result of v4.1-v6.1 (v5.0: 156 of 18
+  systems, transcribed: ``bench/data/mlperf_v5.0``) from the official
   summary tables and the result trees, made by ``tokenmark published refresh``)
   (:func:`read_packaged`): what calibration reads by default;
 - the official summary tables of MLCommons (``v5.1_summary_results.json`` and
