@@ -136,22 +136,10 @@ def canonical_benchmark(name: str, round_name: str | None = None) -> str:
     """The checker's name of a benchmark or folder name (``llama3_1-8b`` ->
     ``llama3.1-8b``): the presets' aliases (``round_name``'s first, then the newest
     round's), then the checker's own mapping and guesses; unknown names are kept."""
-    from tokenmark.mlperf.presets import load_round, rounds  # on first use: TOML files
+    from tokenmark.mlperf.presets import folder_benchmark  # on first use: TOML files
 
-    candidates = ([round_name] if round_name else []) + [
-        r for r in reversed(rounds()) if r != round_name]
-    key = name.strip().lower()
-    for rnd in candidates:
-        try:
-            preset = load_round(rnd)
-        except ConfigError:
-            continue
-        if key in preset.benchmarks:
-            return key
-        owners = preset.aliases.get(key, ())
-        if len(owners) == 1:
-            return owners[0]
-    return checker_model_name(name)
+    found = folder_benchmark(name, round_name)
+    return found[0] if found is not None else checker_model_name(name)
 
 
 @cache

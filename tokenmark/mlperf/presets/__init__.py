@@ -44,6 +44,7 @@ from tokenmark.mlperf.presets.datatypes import (
 )
 from tokenmark.mlperf.presets.lookup import (
     find_benchmark,
+    folder_benchmark,
     implied_scenario,
     latest_round,
     load_round,
@@ -64,6 +65,7 @@ __all__ = [
     "ScenarioDefaults",
     "ScenarioPreset",
     "find_benchmark",
+    "folder_benchmark",
     "implied_scenario",
     "latest_round",
     "load_round",

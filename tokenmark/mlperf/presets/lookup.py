@@ -25,6 +25,7 @@ from tokenmark.mlperf.settings import Scenario, TestSettings
 
 __all__ = [
     "find_benchmark",
+    "folder_benchmark",
     "implied_scenario",
     "latest_round",
     "load_round",
@@ -88,10 +89,11 @@ def find_benchmark(round_name: str, name: str) -> BenchmarkPreset:
     return resolve(round_name, name)[0]
 
 
-def implied_scenario(name: str, round_name: str | None = None) -> str | None:
-    """The scenario a benchmark folder's name implies, from the presets' aliases
-    (``llama2-70b-interactive-99`` is llama2-70b-99's ``Interactive``), or ``None`` where
-    the name implies none (a benchmark's own name, ``any``, or an unknown name)."""
+def folder_benchmark(name: str, round_name: str | None = None) -> tuple[str, str | None] | None:
+    """The benchmark a benchmark or folder name names in the presets (``round_name``'s
+    first, then the newest round's) and the scenario the name implies (its alias's:
+    ``llama2-70b-interactive-99`` is llama2-70b-99's ``Interactive``; ``None``: any), or
+    ``None`` when no preset knows the name (or it is an alias of several benchmarks)."""
     candidates = ([round_name] if round_name else []) + [
         r for r in reversed(rounds()) if r != round_name]
     key = name.strip().lower()
@@ -101,12 +103,19 @@ def implied_scenario(name: str, round_name: str | None = None) -> str | None:
         except ConfigError:
             continue
         if key in preset.benchmarks:
-            return None
+            return key, None
         owners = preset.aliases.get(key, ())
         if len(owners) == 1:
             implied = preset.benchmarks[owners[0]].aliases.get(key)
-            return implied.value if implied is not None else None
+            return owners[0], implied.value if implied is not None else None
     return None
+
+
+def implied_scenario(name: str, round_name: str | None = None) -> str | None:
+    """The scenario a benchmark folder's name implies (:func:`folder_benchmark`), or
+    ``None`` where it implies none (a benchmark's own name, ``any``, an unknown name)."""
+    found = folder_benchmark(name, round_name)
+    return found[1] if found is not None else None
 
 
 def mlperf_settings(
