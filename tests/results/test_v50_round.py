@@ -106,3 +106,24 @@ def test_v50_sorts_between_v41_and_v51_and_the_simulator_reads_it():
                          for r in inter)
     gb = [r for r in rows if r.accelerator == "GB200"]
     assert gb and all(r.total == 72 for r in gb)
+
+
+def test_a_v50_interactive_server_folder_in_a_result_tree_is_read_as_interactive(tmp_path):
+    # the v4.1 sample result (LoadGen's Server logs) placed where v5.0 kept the
+    # interactive benchmark: the tree reader names it Interactive, as the table reader does
+    import shutil
+
+    from tests.paths import SAMPLES
+
+    sub = SAMPLES / "v4.1" / "closed" / "AMD"
+    system = "8xMI300X_2xEPYC-9374F"
+    root = tmp_path / "v5.0" / "closed" / "AMD"
+    shutil.copytree(sub / "systems", root / "systems")
+    shutil.copytree(sub / "results" / system / "llama2-70b-99" / "Server",
+                    root / "results" / system / "llama2-70b-interactive-99" / "Server")
+    found = scan(tmp_path, round="v5.0")
+    assert not found.errors, found.errors
+    [row] = found.rows
+    assert (row.benchmark, row.benchmark_folder, row.scenario) == (
+        "llama2-70b-99", "llama2-70b-interactive-99", "Interactive")
+    assert row.value == pytest.approx(21028.2)  # the detail log's figure (6 digits)
