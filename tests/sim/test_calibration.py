@@ -441,3 +441,28 @@ def test_stage2_leaves_out_inversions_clamped_at_the_ends_of_the_mbu_range():
     assert got == (pytest.approx(0.2), 0.0, 3)
     assert Fit.stage2(group([(0.05, 1.0), (0.05, 1.0)]),  # type: ignore[arg-type]
                       level, "Interactive") is None
+
+
+def test_stage2_takes_the_serial_fraction_that_reproduces_the_most_systems():
+    """v6.0 step's CDNA 3 Interactive rows (4 systems): at serial fraction 0 two of them
+    cannot be made slow enough (clamped at the floor) and the other two agree closely
+    (0.385, 0.436: log spread 0.062); at serial 1 all four are found (0.24, 0.243,
+    0.332, 0.411: spread 0.165). The group takes serial 1, which reproduces four
+    systems, and its median sqrt(0.243 * 0.332) = 0.284 - not serial 0's 0.41 from the
+    two rows that happened to agree."""
+    from types import SimpleNamespace
+
+    from tokenmark.sim.calibration import Fit
+
+    inverted = [(0.385, 0.243), (0.05, 0.411), (0.436, 0.332), (0.05, 0.24)]
+    rows = [SimpleNamespace(key=i, row=SimpleNamespace(scenario="Interactive",
+                                                       system_key=("v5.1", i)))
+            for i in range(len(inverted))]
+    f = SimpleNamespace(latency=rows, _matches=lambda s, lv: True, _stage2={},
+                        inverted={i: (0, list(v)) for i, v in enumerate(inverted)},
+                        speed=lambda s: (1.0, "group"))
+    got = Fit.stage2(f, ("CDNA 3", "vllm", "v5.1"), "Interactive")  # type: ignore[arg-type]
+    assert got is not None
+    mbu, serial, systems = got
+    assert serial == 1.0 and systems == 4
+    assert mbu == pytest.approx(math.sqrt(0.243 * 0.332))

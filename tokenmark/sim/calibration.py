@@ -50,11 +50,12 @@ and earlier), so what users get is what was scored.
     of a step's compute and memory time is not overlapped), which Offline's
     compute-bound steps hardly show: per serial fraction of ``SERIALS``, each row's
     ``mbu`` (at the nominal pair ``NOMINAL``); a group takes the serial fraction under
-    which its rows agree best (the smallest median absolute deviation of ``log mbu``)
-    and the median ``mbu`` under it (an inversion that ends clamped at an end of
-    ``MBU_BOUNDS`` did not reach the published result - a compute-bound step hardly
-    moves with ``mbu`` - and is left out; a serial fraction needs rows of
-    ``MIN_SYSTEMS`` systems found, else the group takes the next level's), per
+    which the most of its systems' rows are reproduced, then under which they agree
+    best (the smallest median absolute deviation of ``log mbu``), and the median
+    ``mbu`` under it (an inversion that ends clamped at an end of ``MBU_BOUNDS`` did
+    not reach the published result - a compute-bound step hardly moves with ``mbu`` -
+    and is left out; a serial fraction needs rows of ``MIN_SYSTEMS`` systems found,
+    else the group takes the next level's), per
     (architecture, stack, round) as stage 1 (a
     group without Interactive rows of its own takes every latency row's, Server's
     included).
@@ -613,7 +614,7 @@ class Fit:
             if len(systems) < MIN_SYSTEMS:
                 self._stage2[k] = None
             else:
-                best: tuple[float, float, float, int] | None = None
+                best: tuple[tuple[int, float], float, float, int] | None = None
                 for j, serial in enumerate(SERIALS):
                     # an inversion that ended at an end of the range did not find the
                     # published result (mbu cannot make the row that fast or that slow:
@@ -627,8 +628,12 @@ class Fit:
                                    for s in found])
                     med = float(np.median(logs))
                     mad = float(np.median(np.abs(logs - med)))
-                    if best is None or mad < best[0]:
-                        best = (mad, math.exp(med), serial, n)
+                    # the serial fraction that reproduces the most systems' rows wins
+                    # (one under which some cannot be reached describes them worse),
+                    # then the one under which they agree best
+                    score = (-n, mad)
+                    if best is None or score < best[0]:
+                        best = (score, math.exp(med), serial, n)
                 self._stage2[k] = None if best is None else (best[1], best[2], best[3])
         return self._stage2[k]
 
