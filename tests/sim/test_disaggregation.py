@@ -20,7 +20,7 @@ from tokenmark.perfmodel import (
     find_accelerator,
     find_model,
 )
-from tokenmark.sim.cluster import Cluster
+from tokenmark.sim.cluster import Cluster, Router
 from tokenmark.sim.driver import simulate
 from tokenmark.sim.plan import ClusterSpec, candidates
 from tokenmark.sim.search import replica_saturated_rate
@@ -134,3 +134,21 @@ def test_the_latency_candidates_are_the_documented_grid():
     plain = {(1, 1, 1, 72, 0), (2, 1, 1, 36, 0)}
     assert dense == plain | {(t, 1, 1, r, r // k * p) for t, _, _, r, _ in plain
                              for p, k in ((1, 4), (1, 3), (1, 2), (2, 3))}
+
+
+def test_decode_replicas_run_back_to_back_as_step_by_step():
+    """The driver runs a decode replica's steps back to back up to the earliest moment a
+    KV hand-off could reach it (round robin); with one replica per pool least-loaded
+    routing sends every request to the same replicas but steps one step at a time, so
+    both runs must agree to the nanosecond."""
+    rng = np.random.default_rng(3)
+    inp = rng.integers(50, 3000, size=400)
+    out = rng.integers(2, 300, size=400)
+    times = np.cumsum(rng.exponential(2e7, size=400)).astype(np.int64)
+    sched = _timed(times.tolist(), list(range(400)))
+    d = _d(2, 1)
+    fast = simulate(sched, inp, out, Cluster(d))
+    slow = simulate(sched, inp, out, Cluster(d, Router.LEAST_LOADED))
+    assert fast.events < slow.events  # the fast path ran
+    for col in ("first", "done", "admitted"):
+        assert np.array_equal(getattr(fast, col), getattr(slow, col)), col

@@ -52,7 +52,9 @@ def simulate_cmd(
     max_batched_tokens: Annotated[int, typer.Option(
         help="Chunked-prefill token budget per step.")] = 8192,
     prefill_replicas: Annotated[int, typer.Option(
-        help="Replicas that only prefill (prefill/decode disaggregation).")] = 0,
+        help="Replicas that only prefill (prefill/decode disaggregation; 0: searched in "
+        "Server/Interactive on a scale-up domain larger than a node: splits 1:3, 1:2, "
+        "1:1, 2:1).")] = 0,
     router: Annotated[str, typer.Option(help="round-robin or least-loaded.")] = "round-robin",
     stack: Annotated[str | None, typer.Option(
         help="Software stack whose calibrated efficiency to use: trtllm, vllm, sglang, "
