@@ -8,39 +8,17 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tokenmark.mlperf.scenarios import Schedule, ScheduleKind
-from tokenmark.mlperf.settings import Scenario
-from tokenmark.perfmodel import (
-    CostModel,
-    Deployment,
-    Efficiency,
-    Precision,
-    ServingPolicy,
-    Topology,
-    find_accelerator,
-    find_model,
-)
+from tests.sim.test_driver import EFF, H200, L8B, _timed
+from tokenmark.perfmodel import CostModel, Deployment, Precision, ServingPolicy, Topology
 from tokenmark.sim.cluster import Cluster, Router
 from tokenmark.sim.driver import simulate
 from tokenmark.sim.plan import ClusterSpec, candidates
 from tokenmark.sim.search import replica_saturated_rate
 
-H200 = find_accelerator("H200")
-L8B = find_model("llama3.1-8b")
-EFF = Efficiency(mfu=0.5, mbu=0.8, step_overhead_ns=1_000_000, seq_overhead_ns=2_000)
-
 
 def _d(replicas: int, prefill: int, **policy: int) -> Deployment:
     return Deployment(H200, L8B, Precision.FP8, replicas=replicas, efficiency=EFF,
                       policy=ServingPolicy(prefill_replicas=prefill, **policy))
-
-
-def _timed(times: list[int], samples: list[int]) -> Schedule:
-    n = len(times)
-    return Schedule(kind=ScheduleKind.TIMED, scenario=Scenario.SERVER,
-                    sample_index=np.asarray(samples, dtype=np.int64),
-                    query_id=np.arange(n, dtype=np.int64),
-                    scheduled_ns=np.asarray(times, dtype=np.int64))
 
 
 def test_a_decode_replica_steps_carry_no_prefill():
