@@ -119,6 +119,9 @@ def simulate_cmd(
                 layout = f"tp {p.tp}" + (f" dp {p.dp}" if p.dp > 1 else "")
                 layout += (f" ep {p.ep}" if p.ep > 1 else "") + (
                     f" spec {p.spec_tokens}" if p.spec_tokens else "")
+                if p.prefill_replicas:
+                    layout += (f", {p.prefill_replicas} prefill + "
+                               f"{p.replicas - p.prefill_replicas} decode")
                 t.add_row(str(p.accelerators), str(p.nodes), str(p.scale_up_domain), layout,
                           str(p.replicas), f"{p.tokens_per_second:,.0f}",
                           f"{p.per_accelerator:,.0f}", f"{p.efficiency:.3f}",
