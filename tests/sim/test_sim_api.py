@@ -144,20 +144,23 @@ def test_moe_layouts_are_searched_with_and_without_the_draft():
 
     labels = [p.deployment.label for p in candidates(
         ClusterSpec("GB300", "deepseek-r1", nodes=18, per_node=4, efficiency=EFF,
-                    rules_round="v6.1"), 700, 3700)]
-    # a tp group with its experts, a node-wide data-parallel group, the whole NVL72 rack;
-    # each with and without the MTP draft (allowed from v6.0)
-    assert len(labels) == 6
+                    rules_round="v6.1"), 700, 3700) if not p.deployment.disaggregated]
+    # a tp group with its experts, a node-wide data-parallel group, the whole NVL72 rack,
+    # and (for the latency limits) tp 4 and tp 8 groups with their experts; each with
+    # and without the MTP draft (allowed from v6.0)
+    assert len(labels) == 10
     assert sum("dp8 ep8" in x for x in labels) == 2 and sum("dp72 ep72" in x for x in labels) == 2
-    assert sum("spec3" in x for x in labels) == 3
+    assert sum("x4 ep4" in x for x in labels) == 2 and sum("x8 ep8" in x for x in labels) == 2
+    assert sum("spec3" in x for x in labels) == 5
     before = candidates(ClusterSpec("GB300", "deepseek-r1", nodes=18, per_node=4,
                                     efficiency=EFF, rules_round="v5.1"), 700, 3700)
     assert not any(p.deployment.spec_tokens for p in before)  # v5.1 rules: no draft
     # the rules allow the draft in Interactive only (never Offline or Server)
-    for scenario, drafted in (("Interactive", 3), ("Server", 0), ("Offline", 0)):
+    for scenario, drafted in (("Interactive", 5), ("Server", 0), ("Offline", 0)):
         got = candidates(ClusterSpec("GB300", "deepseek-r1", nodes=18, per_node=4,
                                      efficiency=EFF, rules_round="v6.1"), 700, 3700, scenario)
-        assert sum(bool(p.deployment.spec_tokens) for p in got) == drafted
+        assert sum(bool(p.deployment.spec_tokens) for p in got
+                   if not p.deployment.disaggregated) == drafted
 
 
 def test_a_dense_system_failing_its_limits_at_any_rate_is_widened():

@@ -122,7 +122,9 @@ def choose_plan(layered: LayeredSettings, spec: ClusterSpec, dataset: Dataset) -
     p = predict(spec, name if limits.any else "Offline", inp, out, offline_eff=off_eff,
                 latency_eff=lat_eff, limits=limits if limits.any else None, plans=plans,
                 encoder=enc)
-    tried = "; ".join(f"{label}: {v:,.0f}" for label, v in p.tried)
+    tried = "; ".join(f"{label}: " + (f"{v:,.0f}" if v == v else "not searched (its "
+                                      "saturated rate cannot beat the best)")
+                      for label, v in p.tried)
     what = ("Offline throughput" if name == "Offline" or not limits.any
             else "the highest rate within the latency limits, to 10%, before the Offline bound")
     return Plan(p.plan.deployment, (*p.plan.notes,

@@ -52,7 +52,9 @@ def simulate_cmd(
     max_batched_tokens: Annotated[int, typer.Option(
         help="Chunked-prefill token budget per step.")] = 8192,
     prefill_replicas: Annotated[int, typer.Option(
-        help="Replicas that only prefill (prefill/decode disaggregation).")] = 0,
+        help="Replicas that only prefill (prefill/decode disaggregation; 0: searched in "
+        "Server/Interactive on a scale-up domain larger than a node: splits 1:3, 1:2, "
+        "1:1, 2:1).")] = 0,
     router: Annotated[str, typer.Option(help="round-robin or least-loaded.")] = "round-robin",
     stack: Annotated[str | None, typer.Option(
         help="Software stack whose calibrated efficiency to use: trtllm, vllm, sglang, "
@@ -117,6 +119,9 @@ def simulate_cmd(
                 layout = f"tp {p.tp}" + (f" dp {p.dp}" if p.dp > 1 else "")
                 layout += (f" ep {p.ep}" if p.ep > 1 else "") + (
                     f" spec {p.spec_tokens}" if p.spec_tokens else "")
+                if p.prefill_replicas:
+                    layout += (f", {p.prefill_replicas} prefill + "
+                               f"{p.replicas - p.prefill_replicas} decode")
                 t.add_row(str(p.accelerators), str(p.nodes), str(p.scale_up_domain), layout,
                           str(p.replicas), f"{p.tokens_per_second:,.0f}",
                           f"{p.per_accelerator:,.0f}", f"{p.efficiency:.3f}",

@@ -240,6 +240,9 @@ class Deployment:
         par += f" ep{self.ep}" if self.ep > 1 else ""
         par += f" spec{self.spec_tokens}" if self.spec_tokens else ""
         per = par + (f" x{self.replicas} replicas" if self.replicas > 1 else "")
+        if self.disaggregated:
+            p = self.policy.prefill_replicas
+            per += f" ({p} prefill + {self.replicas - p} decode)"
         return f"emulated {self.accelerator.short} {per}, {bench}, {self.precision.value}"
 
     @property
@@ -287,6 +290,40 @@ class Deployment:
                         scale_out_gb_s=self.topo.scale_out_gb_s)
         return replace(self, replicas=1, topology=topo,
                        policy=replace(self.policy, prefill_replicas=0))
+
+    @property
+    def disaggregated(self) -> bool:
+        """Whether some replicas only prefill (:attr:`ServingPolicy.prefill_replicas`)."""
+        return self.policy.prefill_replicas > 0
+
+    def aggregated(self) -> Deployment:
+        """The same replicas with every one prefilling and decoding."""
+        if not self.disaggregated:
+            return self
+        return replace(self, policy=replace(self.policy, prefill_replicas=0))
+
+    @property
+    def units(self) -> int:
+        """Identical serving units the replicas form: each replica, or with
+        prefill/decode disaggregation the greatest common divisor of the prefill and
+        decode pools (48 prefill and 24 decode replicas are 24 units of 2 + 1)."""
+        p = self.policy.prefill_replicas
+        return math.gcd(p, self.replicas - p) if p else self.replicas
+
+    def serving_unit(self) -> Deployment:
+        """One serving unit (:attr:`units`) in its scale-up domain: a single replica
+        (:meth:`single_replica`), or with disaggregation the smallest group of prefill
+        and decode replicas in the pools' proportion, whose KV hand-offs cross the
+        scale-up link while the group fits one domain."""
+        if not self.disaggregated:
+            return self.single_replica()
+        u = self.units
+        n = self.replicas // u * self.per_replica
+        topo = Topology(nodes=1, per_node=n, scale_up=min(self.topo.domain, n),
+                        scale_out_gb_s=self.topo.scale_out_gb_s)
+        return replace(self, replicas=self.replicas // u, topology=topo,
+                       policy=replace(self.policy,
+                                      prefill_replicas=self.policy.prefill_replicas // u))
 
     def check(self) -> None:
         """Raise ConfigError, with the numbers, if this deployment cannot run."""

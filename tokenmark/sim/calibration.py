@@ -123,10 +123,10 @@ from tokenmark.sim.fit import OfflineTrace, fit_efficiency, predict_rate
 from tokenmark.sim.params import EfficiencyRow, Levels, efficiency_for, level_of
 from tokenmark.sim.plan import ClusterSpec, Plan, candidates, round_key
 from tokenmark.sim.predict import (
-    SCREEN_TOL,
     UNIT,
     offline_trace,
     predict,
+    screen,
     server_rate,
 )
 from tokenmark.sim.published import PublishedRow
@@ -254,10 +254,9 @@ def _invert_job(job: tuple[Any, ...]) -> tuple[int, list[float]]:
     ``mbu`` at which its simulated result equals the published one."""
     deps, inp, out, limits, samples, eff, published, requests, enc = job
     nominal = replace(eff, mbu=NOMINAL[0], serial_fraction=NOMINAL[1])
-    vals = [server_rate(d, inp, out, limits, nominal, samples=samples,
-                        requests=requests, rel_tol=SCREEN_TOL, encoder=enc)[0]
-            for d in deps]
-    k = int(np.argmax(vals))
+    vals = screen(list(deps), inp, out, limits, nominal, samples=samples,
+                  requests=requests, encoder=enc)
+    k = int(np.nanargmax(vals))
     d = deps[k]
     out_mbu = []
     for serial in SERIALS:
@@ -276,10 +275,9 @@ def _speed_job(job: tuple[Any, ...]) -> tuple[int, list[float]]:
     tag, deps, inp, out, limits, samples, eff, published, requests, enc = job
     assert tag == "speed"
     nominal = eff.at_speed(NOMINAL_SPEED)
-    vals = [server_rate(d, inp, out, limits, nominal, samples=samples,
-                        requests=requests, rel_tol=SCREEN_TOL, encoder=enc)[0]
-            for d in deps]
-    k = int(np.argmax(vals))
+    vals = screen(list(deps), inp, out, limits, nominal, samples=samples,
+                  requests=requests, encoder=enc)
+    k = int(np.nanargmax(vals))
     d = deps[k]
 
     def f(speed: float) -> float:

@@ -123,9 +123,12 @@ def _timed(s: Schedule, inp: np.ndarray, out: np.ndarray, cluster: Cluster,
     n_eng = len(engines)
     # Round-robin routing without a concurrency cap makes each replica's next arrival
     # known (the next schedule index congruent to it), so a replica that only decodes
-    # may run its steps back to back up to that arrival (Engine.run_decode).
-    fast = (cluster.router is Router.ROUND_ROBIN and not cluster.disaggregated
-            and not cap)
+    # may run its steps back to back up to that arrival (Engine.run_decode). With
+    # disaggregation a decode replica's next request comes from a KV hand-off, which no
+    # earlier than the next arrival, the next end of a prefill replica's step, or a
+    # hand-off already under way can start: it runs back to back up to the earliest.
+    fast = cluster.router is Router.ROUND_ROBIN and not cap
+    disagg = cluster.disaggregated
     while True:
         if cursor < n and not (cap and inflight >= cap):
             ta = sched[cursor]
@@ -194,10 +197,18 @@ def _timed(s: Schedule, inp: np.ndarray, out: np.ndarray, cluster: Cluster,
                 inflight -= 1
         eng = engines[e]
         if fast and eng.decode_only:
-            j = cursor + (e - cursor) % n_eng
-            horizon = sched[j] if j < n else _INF
-            if max_d and horizon > max_d:
-                horizon = _INF
+            if disagg:
+                horizon = sched[cursor] if cursor < n else _INF
+                if max_d and horizon > max_d:
+                    horizon = _INF
+                for th, _, k, x in heap:
+                    if th < horizon and (k == _KV or prefill_only[x]):
+                        horizon = th
+            else:
+                j = cursor + (e - cursor) % n_eng
+                horizon = sched[j] if j < n else _INF
+                if max_d and horizon > max_d:
+                    horizon = _INF
             t_end, fin = eng.run_decode(t, horizon)
             for tf, rid in fin:
                 finished(e)

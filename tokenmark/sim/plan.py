@@ -23,7 +23,28 @@ and where they tune per scenario, by trying the candidates and keeping the best:
   over a node's ``g = min(8, domain)`` accelerators (``tp 1, dp g, ep g``): every
   accelerator attends to its own sequences and holds the non-expert weights, the
   experts spread over the group; (c) "wide" expert parallelism over a whole scale-up
-  domain larger than a node (``dp = ep =`` the NVL72 rack's 72);
+  domain larger than a node (``dp = ep =`` the NVL72 rack's 72); in the latency
+  scenarios (Server, Interactive) also (d) **tensor-parallel replicas of 4 and 8**
+  with the experts spread over them (``tp = ep`` = 4, 8) where the weights and KV fit
+  and they are not (a) already: a latency lever, as wider dense replicas are
+  (NVIDIA's v6.1 Qwen3-VL Interactive recipe on a 4-GPU node runs one TP4 worker,
+  ``mlcommons/inference_results_v6.1``
+  ``closed/NVIDIA/configs/qwen3_vl_235b_a22b/B300-SXM-270GBx8/VLLM/Interactive/README.md``);
+- **prefill/decode disaggregation**, in the latency scenarios and where the scale-up
+  domain is larger than a node (NVL72-class, so a prompt's KV cache reaches its
+  decode replica over the scale-up link): every layout above whose serving unit fits
+  one domain, its replicas split into a prefill and a decode pool in the proportions
+  :data:`PD_SPLITS` (1:3, 1:2, 1:1, 2:1 replicas, a prefill share of the
+  accelerators of 1/4, 1/3, 1/2, 2/3) where the split divides the replicas. Prefill
+  replicas only prefill (and run the vision encoder), decode replicas only decode, so
+  no prompt's prefill shares a step with decoding; the KV hand-off costs
+  :meth:`~tokenmark.sim.cluster.Cluster.kv_transfer_ns`. Both pools use the same
+  layout (NVIDIA's v6.1 NVL72 Qwen3-VL Interactive runs: GB300 22 prefill workers at
+  TP2 and 28 decode at TP1, a prefill share of 61%; VR200 48 prefill and 24 decode at
+  TP1, 2/3; ``closed/NVIDIA/configs/qwen3_vl_235b_a22b/{GB300-NVL72_GB300-288GB,
+  VR200-NVL72_VR200-288GB}_aarch64x72/VLLM/Interactive/README.md``). Not offered when
+  ``--prefill-replicas`` or the parallelism is given, nor in Offline (no latency
+  limit to meet: the same replicas aggregated are the Offline bound);
 - **speculative decoding** with the model's own draft (DeepSeek-R1's MTP head,
   ``drafts.csv``), from the round whose rules allow it and in Interactive only (the
   closed division allows no draft in Offline or Server): each layout with and without it;
@@ -57,13 +78,22 @@ from tokenmark.perfmodel import (
 from tokenmark.sim.params import efficiency_for, round_key
 from tokenmark.sim.workloads import workload
 
-__all__ = ["TARGET_BATCH", "ClusterSpec", "Plan", "candidates", "plan_deployment", "round_key"]
+__all__ = ["MOE_LATENCY_TP", "PD_SPLITS", "TARGET_BATCH", "ClusterSpec", "Plan", "candidates",
+           "disaggregated", "plan_deployment", "round_key"]
 
 #: Sequences a replica should be able to hold at once when its TP is chosen.
 TARGET_BATCH = 256
 DEFAULT_MAX_NUM_SEQS = 1024
 #: Accelerators in one node-sized attention data-parallel group (an HGX board's 8).
 NODE_GROUP = 8
+#: Tensor-parallel replica widths a mixture-of-experts model also tries in the latency
+#: scenarios (experts spread over them, ``ep = tp``).
+MOE_LATENCY_TP = (4, 8)
+#: Prefill : decode replicas of a disaggregated serving unit (prefill share of the
+#: accelerators 1/4, 1/3, 1/2, 2/3).
+PD_SPLITS = ((1, 3), (1, 2), (1, 1), (2, 1))
+#: The scenarios with latency limits, where wider replicas and disaggregation are tried.
+LATENCY_SCENARIOS = frozenset({"Server", "Interactive"})
 
 
 @dataclass(frozen=True)
@@ -260,6 +290,12 @@ def candidates(spec: ClusterSpec, mean_input: float, mean_output: float,
         if spec.pp == 1 and w > NODE_GROUP and spec.count % w == 0:
             layouts.append((1, w, w, f"wide expert parallelism over the {w}-accelerator "
                             f"scale-up domain (dp {w}, ep {w})"))
+        if scenario is None or scenario in LATENCY_SCENARIOS:
+            for t in MOE_LATENCY_TP:
+                if (t != tp and t <= topo.domain and spec.count % (t * spec.pp) == 0
+                        and t <= m.routed_experts):
+                    layouts.append((t, 1, t, f"tp {t} with the experts over it (ep {t}): "
+                                    "a wider replica for the latency limits"))
     plans: list[Plan] = []
     first_error: ConfigError | None = None
     for tp, dp, ep, why in layouts:
@@ -279,7 +315,33 @@ def candidates(spec: ClusterSpec, mean_input: float, mean_output: float,
     if not plans:
         assert first_error is not None
         raise first_error
+    if (not fixed and not spec.prefill_replicas and topo.domain > NODE_GROUP
+            and (scenario is None or scenario in LATENCY_SCENARIOS)):
+        plans += [q for p in plans for q in disaggregated(p)]
     return plans
+
+
+def disaggregated(plan: Plan) -> list[Plan]:
+    """``plan``'s replicas split into prefill and decode pools in each proportion of
+    :data:`PD_SPLITS` that divides them and whose serving unit fits one scale-up
+    domain (module docstring)."""
+    d = plan.deployment
+    out = []
+    for pre, dec in PD_SPLITS:
+        k = pre + dec
+        if d.replicas % k or k * d.per_replica > d.topo.domain:
+            continue
+        n_pre = d.replicas // k * pre
+        pd = replace(d, policy=replace(d.policy, prefill_replicas=n_pre))
+        try:
+            pd.check()
+        except ConfigError:
+            continue
+        share = pre / k
+        out.append(Plan(pd, (*plan.notes, f"prefill/decode disaggregated: {n_pre} prefill "
+                                          f"and {d.replicas - n_pre} decode replicas "
+                                          f"(prefill share {share:.0%})")))
+    return out
 
 
 def widened(plan: Plan, spec: ClusterSpec) -> list[Plan]:

@@ -14,12 +14,14 @@ system gets the same figure whichever asks:
    prediction is the best candidate;
 3. **Server / Interactive**: the highest Poisson rate within the benchmark's p99
    limits (:func:`~tokenmark.sim.search.max_server_rate`) under the scenario's
-   efficiency, found coarsely (10%) for every candidate and to 2% for the best, times the
+   efficiency, found coarsely (10%) for every candidate that can win (:func:`screen`)
+   and to 2% for the best, times the
    tokens (or samples) per request, and never above the **same deployment's Offline
    throughput** under the Offline efficiency (a Server run cannot deliver more than the
    system does with every query queued at once; published Server results are at most the
    Offline ones for 96% of the systems with both), which itself is at most the system's
-   Offline prediction.
+   Offline prediction. A prefill/decode-disaggregated candidate's Offline is that of the
+   same replicas aggregated (:func:`offline_trace`).
 
 Traces are kept per deployment and workload for the life of the process.
 """
@@ -44,10 +46,11 @@ from tokenmark.perfmodel import (
 from tokenmark.sim.fit import OfflineTrace, predict_rate
 from tokenmark.sim.params import efficiency_for
 from tokenmark.sim.plan import ClusterSpec, Plan, candidates, widened
-from tokenmark.sim.search import max_server_rate, replica_offline_rate
+from tokenmark.sim.search import max_server_rate, replica_offline_rate, replica_saturated_rate
 
 __all__ = ["OFFLINE_SECONDS", "SIZING", "UNIT", "Prediction", "calibrated", "deployment_key",
-           "offline_rate", "offline_trace", "predict", "server_rate", "workload_key"]
+           "offline_rate", "offline_trace", "predict", "saturated_rate", "screen", "server_rate",
+           "workload_key"]
 
 #: Parameters used only to size the Offline traces (never for a prediction).
 SIZING = Efficiency(mfu=0.5, mbu=0.75, step_overhead_ns=1_500_000, seq_overhead_ns=2_000)
@@ -59,6 +62,9 @@ DATASET_SAMPLES = 8192
 #: Server searches: every candidate to this relative tolerance, the best one to the next.
 SCREEN_TOL = 0.1
 FINAL_TOL = 0.02
+#: A run's mean answer may exceed the dataset's by this factor (a sample of requests):
+#: the room :func:`screen` leaves when it bounds a candidate's tokens per second.
+UNIT_MARGIN = 1.25
 
 _TRACES: dict[tuple[Any, ...], OfflineTrace] = {}
 
@@ -91,7 +97,10 @@ def offline_trace(d: Deployment, inputs: np.ndarray, outputs: np.ndarray, *,
     memory time at 100% efficiency, communication and sequences. ``samples``: its units
     are requests, else output tokens (of the answer: one beam's with beam search);
     ``encoder``: each sample's vision-encoder FLOPs.
-    Kept per deployment and workload."""
+    Kept per deployment and workload. A prefill/decode-disaggregated deployment's is its
+    replicas' aggregated run (:meth:`~tokenmark.perfmodel.Deployment.aggregated`): what
+    the same accelerators complete with every query queued at once."""
+    d = d.aggregated()
     key = (deployment_key(d), workload_key(inputs, outputs, encoder), samples, seed)
     got = _TRACES.get(key)
     if got is not None:
@@ -142,14 +151,49 @@ def offline_rate(d: Deployment, inputs: np.ndarray, outputs: np.ndarray, eff: Ef
 def server_rate(d: Deployment, inputs: np.ndarray, outputs: np.ndarray,
                 limits: LatencyLimits, eff: Efficiency, *, samples: bool = False,
                 requests: int = 1500, rel_tol: float = FINAL_TOL,
-                encoder: np.ndarray | None = None) -> tuple[float, bool]:
+                encoder: np.ndarray | None = None,
+                saturated: float | None = None) -> tuple[float, bool]:
     """The system's units per second at the highest rate within ``limits`` under
-    ``eff`` (unbounded), and whether any rate passes."""
+    ``eff`` (unbounded), and whether any rate passes. ``saturated``: the deployment's
+    saturated rate under ``eff`` when known (:func:`saturated_rate`)."""
     best = max_server_rate(replace(d, efficiency=eff), inputs, outputs, limits,
-                           requests=requests, rel_tol=rel_tol, encoder=encoder)
+                           requests=requests, rel_tol=rel_tol, encoder=encoder,
+                           saturated=saturated)
     if not best.passed:
         return 0.0, False
     return (best.qps if samples else best.qps * best.tokens_per_request), True
+
+
+def saturated_rate(d: Deployment, inputs: np.ndarray, outputs: np.ndarray,
+                   eff: Efficiency, encoder: np.ndarray | None = None) -> float:
+    """Requests per second the whole deployment completes saturated under ``eff``
+    (:func:`~tokenmark.sim.search.replica_saturated_rate`): no rate within any limit
+    reaches it."""
+    return replica_saturated_rate(replace(d, efficiency=eff), inputs, outputs,
+                                  encoder=encoder) * d.replicas
+
+
+def screen(deps: list[Deployment], inputs: np.ndarray, outputs: np.ndarray,
+           limits: LatencyLimits, eff: Efficiency, *, samples: bool = False,
+           requests: int = 1500, encoder: np.ndarray | None = None) -> list[float]:
+    """Each candidate's units per second within ``limits`` to ``SCREEN_TOL``, NaN for
+    one not searched because it cannot win: the candidates are searched from the
+    highest saturated rate down (:func:`saturated_rate`, the search's own upper
+    bracket), and one whose saturated rate, in units with ``UNIT_MARGIN`` for the
+    answers' lengths, is below the best value found is left out (no rate it passes
+    can exceed it). The best candidate is the same as searching all of them."""
+    sat = [saturated_rate(d, inputs, outputs, eff, encoder) for d in deps]
+    per = 1.0 if samples else float(outputs.mean()) * UNIT_MARGIN
+    vals = [math.nan] * len(deps)
+    best = 0.0
+    for k in sorted(range(len(deps)), key=lambda i: -sat[i]):
+        if sat[k] * per < best:
+            continue
+        vals[k], _ = server_rate(deps[k], inputs, outputs, limits, eff, samples=samples,
+                                 requests=requests, rel_tol=SCREEN_TOL, encoder=encoder,
+                                 saturated=sat[k])
+        best = max(best, vals[k])
+    return vals
 
 
 def calibrated(spec: ClusterSpec, scenario: str) -> tuple[Efficiency, Efficiency]:
@@ -193,12 +237,10 @@ def predict(spec: ClusterSpec, scenario: str, inputs: np.ndarray, outputs: np.nd
         k = int(np.argmax([v for _, v in tried]))
         return Prediction(tried[k][1], plans[k], "Offline", tried[k][1], tuple(tried))
     eff = latency_eff or offline_eff
-    screened = []
-    for p in plans:
-        v, ok = server_rate(p.deployment, inputs, outputs, limits, eff, samples=samples,
-                            requests=requests, rel_tol=SCREEN_TOL, encoder=encoder)
-        screened.append((p.deployment.label, v))
-    k = int(np.argmax([v for _, v in screened]))
+    vals = screen([p.deployment for p in plans], inputs, outputs, limits, eff,
+                  samples=samples, requests=requests, encoder=encoder)
+    screened = [(p.deployment.label, v) for p, v in zip(plans, vals, strict=True)]
+    k = int(np.nanargmax(vals))
     plan = plans[k]
     d = plan.deployment
     value, ok = server_rate(d, inputs, outputs, limits, eff, samples=samples,

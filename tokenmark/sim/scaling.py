@@ -165,6 +165,7 @@ class ScalingPoint:
     efficiency_low: float = math.nan
     efficiency_high: float = math.nan
     last_query: LastQuery | None = None
+    prefill_replicas: int = 0  # of ``replicas``, those that only prefill (disaggregated)
 
 
 def scaling_sweep(
@@ -218,5 +219,6 @@ def scaling_sweep(
             binding_limit=p.binding, communication_share=comm,
             note="replica spans scale-up domains" if d.replica_spans_domains else "",
             dp=d.dp, spec_tokens=d.spec_tokens, deployment=d.label,
-            efficiency_low=lo, efficiency_high=hi, last_query=lq))
+            efficiency_low=lo, efficiency_high=hi, last_query=lq,
+            prefill_replicas=d.policy.prefill_replicas))
     return points

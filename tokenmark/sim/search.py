@@ -13,8 +13,14 @@ does).
 Because the replicas are identical and the router is round-robin, one replica sees
 every R-th arrival of the whole Poisson stream (an Erlang-R renewal process), so
 simulating one replica with exactly those arrivals predicts every replica's latency;
-the cluster's rate is R times the replica's. The first ``warmup_fraction`` of the
-requests (an empty system answers faster) are left out of the percentiles.
+the cluster's rate is R times the replica's. A prefill/decode-disaggregated deployment
+is simulated the same way by its serving unit
+(:meth:`~tokenmark.perfmodel.Deployment.serving_unit`: the smallest group of prefill and
+decode replicas in the pools' proportion, e.g. 2 + 1 of 48 + 24), its prompts
+prefilled by the unit's prefill replicas, its KV caches sent over the scale-up link to
+its decode replicas (:meth:`~tokenmark.sim.cluster.Cluster.kv_transfer_ns`), round robin
+inside each pool. The first ``warmup_fraction`` of the requests (an empty system answers
+faster) are left out of the percentiles.
 """
 
 from __future__ import annotations
@@ -86,7 +92,7 @@ def replica_server_run(
     limits allow a mean request (TPOT limit x mean output, or the end-to-end limit),
     capped at ``MAX_REQUESTS``."""
     rng = np.random.default_rng(seed)
-    reps = d.replicas
+    reps = d.units
     life_ns = 0.0
     if limits.tpot_ns is not None:
         life_ns = limits.tpot_ns * float(outputs.mean()) + (limits.ttft_ns or 0)
@@ -102,7 +108,7 @@ def replica_server_run(
     sched = Schedule(kind=ScheduleKind.TIMED, scenario=Scenario.SERVER,
                      sample_index=idx, query_id=np.arange(n, dtype=np.int64),
                      scheduled_ns=times)
-    one = Cluster(d.single_replica())
+    one = Cluster(d.serving_unit())
     r = simulate(sched, inputs, outputs, one, encoder_by_sample=encoder)
     keep = np.arange(n) >= int(n * warmup_fraction)
     keep &= ~r.rejected
@@ -142,7 +148,14 @@ def replica_saturated_rate(d: Deployment, inputs: np.ndarray, outputs: np.ndarra
     of an Offline run, which leaves out the ramp (prompts only) and the drain (the
     longest answers alone), over the decode tokens a request needs. No arrival rate
     above it can be sustained, however the latencies look in a short run: the batch
-    (and with it TPOT) would grow until the queue does."""
+    (and with it TPOT) would grow until the queue does.
+
+    A disaggregated deployment's unit completes requests at the rate of its slower
+    pool (the prefill replicas' prompts per second or the decode replicas' answers):
+    the requests its unit completes in the middle 60% of the same Offline run, shared
+    over the unit's replicas."""
+    if d.disaggregated:
+        return _unit_saturated_rate(d, inputs, outputs, requests, seed, encoder)
     rng = np.random.default_rng(seed)
     n = max(requests, 4 * d.policy.max_num_seqs)
     idx = rng.integers(0, inputs.shape[0], size=n).astype(np.int64)
@@ -163,6 +176,29 @@ def replica_saturated_rate(d: Deployment, inputs: np.ndarray, outputs: np.ndarra
     return float(decodes[mid].sum()) / per_request / (busy / 1e9) if busy > 0 else 0.0
 
 
+def _unit_saturated_rate(d: Deployment, inputs: np.ndarray, outputs: np.ndarray,
+                         requests: int, seed: int, encoder: np.ndarray | None) -> float:
+    """:func:`replica_saturated_rate` of a disaggregated deployment (its docstring)."""
+    unit = d.serving_unit()
+    decoders = unit.replicas - unit.policy.prefill_replicas
+    # four times what the decode pool holds at once (its sequence cap, or the KV cache
+    # at the workload's mean length), so the pool runs full through the middle 60%
+    mean_len = float(inputs.mean()) + d.policy.beams * float(outputs.mean())
+    held = min(d.policy.max_num_seqs, max(1, int(d.kv_capacity_tokens / mean_len)))
+    n = max(requests, 4 * held * decoders)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, inputs.shape[0], size=n).astype(np.int64)
+    zeros = np.zeros(n, dtype=np.int64)
+    sched = Schedule(kind=ScheduleKind.TIMED, scenario=Scenario.OFFLINE, sample_index=idx,
+                     query_id=zeros, scheduled_ns=zeros)
+    r = simulate(sched, inputs, outputs, Cluster(unit), encoder_by_sample=encoder)
+    if r.end_ns <= 0:
+        return 0.0
+    lo, hi = 0.2 * r.end_ns, 0.8 * r.end_ns
+    done = int(((r.done > lo) & (r.done <= hi) & ~r.rejected).sum())
+    return done / ((hi - lo) / 1e9) / unit.replicas
+
+
 def max_server_rate(
     d: Deployment,
     inputs: np.ndarray,
@@ -173,9 +209,11 @@ def max_server_rate(
     rel_tol: float = 0.01,
     seed: int = 0,
     encoder: np.ndarray | None = None,
+    saturated: float | None = None,
 ) -> ServerPoint:
     """The highest cluster-wide rate that passes ``limits``; a point with ``passed``
-    False when even a trickle fails.
+    False when even a trickle fails. ``saturated``: the cluster's saturated rate
+    (:func:`replica_saturated_rate` times the replicas) when already known.
 
     The search brackets the answer between a passing rate and a failing one (the
     saturated rate fails by construction; the first rate tried is 90% of it, where
@@ -186,7 +224,8 @@ def max_server_rate(
     bisection while an end's value is unknown or infinite: about half the probes of
     plain bisection to the same tolerance. A deployment that fails at 0.9 / 64 of its
     saturated rate fails at any rate."""
-    hi = replica_saturated_rate(d, inputs, outputs, seed=seed, encoder=encoder) * d.replicas
+    hi = saturated if saturated is not None else (
+        replica_saturated_rate(d, inputs, outputs, seed=seed, encoder=encoder) * d.replicas)
     if hi <= 0:
         return ServerPoint(0.0, 0, 0, 0, 0.0, False)
 
