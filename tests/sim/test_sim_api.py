@@ -135,8 +135,17 @@ def test_one_prediction_path_for_scaling_calibration_and_simulate():
                     requests=400, encoder=enc)
         assert point.tokens_per_second == p.value and point.deployment == p.plan.deployment.label
         assert p.value <= p.offline_bound * (1 + 1e-12)
-        # a simulated run uses the deployment the same search chose
-        assert choose_plan(layered, spec, ds).deployment.label == p.plan.deployment.label
+        # a simulated run uses the deployment the same search chose, and its notes say
+        # the searched figures' unit and, for a latency scenario, that the run is at the
+        # settings' rate (1 query/s here), not at the searched one
+        chosen = choose_plan(layered, spec, ds)
+        assert chosen.deployment.label == p.plan.deployment.label
+        searched = [n for n in chosen.notes if n.startswith("layout searched")]
+        assert len(searched) == 1 and searched[0].endswith("tokens per second")
+        rate = [n for n in chosen.notes if n.startswith("this run's rate")]
+        assert rate == ([] if sc is Scenario.OFFLINE else [
+            "this run's rate: 1 queries/s (--qps, else the preset's target_qps); the "
+            "searched rate is the prediction (--scaling prints it)"])
 
 
 def test_moe_layouts_are_searched_with_and_without_the_draft():

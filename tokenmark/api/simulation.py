@@ -127,8 +127,14 @@ def choose_plan(layered: LayeredSettings, spec: ClusterSpec, dataset: Dataset) -
                       for label, v in p.tried)
     what = ("Offline throughput" if name == "Offline" or not limits.any
             else "the highest rate within the latency limits, to 10%, before the Offline bound")
-    return Plan(p.plan.deployment, (*p.plan.notes,
-                                    f"layout searched for {name} ({what}): {tried} per second"))
+    notes = [f"layout searched for {name} ({what}): {tried} tokens per second"]
+    if sc is not Scenario.OFFLINE:
+        # the run below is at the settings' rate, not at the searched one: say so, so that
+        # its throughput is not read as the prediction
+        notes.append(f"this run's rate: {layered.settings.target_qps:g} queries/s (--qps, "
+                     "else the preset's target_qps); the searched rate is the prediction "
+                     "(--scaling prints it)")
+    return Plan(p.plan.deployment, (*p.plan.notes, *notes))
 
 
 def simulate(
