@@ -148,6 +148,20 @@ def test_one_prediction_path_for_scaling_calibration_and_simulate():
             "searched rate is the prediction (--scaling prints it)"])
 
 
+
+def test_a_fixed_layout_run_says_its_rate_is_not_a_prediction():
+    # with the layout given there is one candidate and no search: the run's note still
+    # says it runs at the settings' rate (here --qps 3), and where the prediction is
+    from tokenmark.api.simulation import choose_plan, simulation_dataset
+
+    spec = ClusterSpec("H200", "llama3.1-8b", per_node=8, tp=1, efficiency=EFF)
+    layered = _server(qps=3.0)
+    chosen = choose_plan(layered, spec, simulation_dataset(layered))
+    assert not any(n.startswith("layout searched") for n in chosen.notes)
+    assert [n for n in chosen.notes if n.startswith("this run's rate")] == [
+        "this run's rate: 3 queries/s (--qps, else the preset's target_qps); --scaling "
+        "prints the predicted rate"]
+
 def test_moe_layouts_are_searched_with_and_without_the_draft():
     from tokenmark.sim.plan import candidates
 

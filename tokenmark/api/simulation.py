@@ -106,12 +106,19 @@ def choose_plan(layered: LayeredSettings, spec: ClusterSpec, dataset: Dataset) -
     """The deployment a simulated run uses: the planner's candidates searched as every
     prediction searches them, for the run's scenario (Offline throughput, or the highest
     rate within its latency limits; tokenmark's own patterns with the preset's Server
-    limits), the best kept. With a single candidate, that one."""
+    limits), the best kept. With a single candidate, that one. Outside Offline a note
+    says the run's rate is the settings', not a prediction (its throughput is not the
+    system's best)."""
     inp, out, enc = request_arrays(dataset, spec.model)
     plans = candidates(spec, float(inp.mean()), float(out.mean()))
-    if len(plans) == 1:
-        return plans[0]
     sc = layered.settings.scenario
+    rate = () if sc is Scenario.OFFLINE else (
+        f"this run's rate: {layered.settings.target_qps:g} queries/s (--qps, else the "
+        "preset's target_qps); " + ("the searched rate is the prediction (--scaling prints "
+                                    "it)" if len(plans) > 1 else
+                                    "--scaling prints the predicted rate"),)
+    if len(plans) == 1:
+        return Plan(plans[0].deployment, (*plans[0].notes, *rate))
     name = "Offline" if sc is Scenario.OFFLINE else (
         "Interactive" if sc is Scenario.INTERACTIVE else "Server")
     limits = layered.settings.limits
@@ -127,14 +134,8 @@ def choose_plan(layered: LayeredSettings, spec: ClusterSpec, dataset: Dataset) -
                       for label, v in p.tried)
     what = ("Offline throughput" if name == "Offline" or not limits.any
             else "the highest rate within the latency limits, to 10%, before the Offline bound")
-    notes = [f"layout searched for {name} ({what}): {tried} tokens per second"]
-    if sc is not Scenario.OFFLINE:
-        # the run below is at the settings' rate, not at the searched one: say so, so that
-        # its throughput is not read as the prediction
-        notes.append(f"this run's rate: {layered.settings.target_qps:g} queries/s (--qps, "
-                     "else the preset's target_qps); the searched rate is the prediction "
-                     "(--scaling prints it)")
-    return Plan(p.plan.deployment, (*p.plan.notes, *notes))
+    return Plan(p.plan.deployment, (*p.plan.notes, f"layout searched for {name} ({what}): "
+                                    f"{tried} tokens per second", *rate))
 
 
 def simulate(
