@@ -203,3 +203,49 @@ def test_a_dense_system_failing_its_limits_at_any_rate_is_widened():
     assert [v for _, v in p.tried[:2]] == [0.0, 0.0]  # the planner's tp 1 and tp 2
     assert p.binding == "latency limits" and p.value > 0
     assert p.plan.deployment.tp == 4 and p.plan.deployment.replicas == 2
+
+
+def test_a_run_at_the_prediction_backs_off_to_a_rate_a_full_length_run_passes():
+    """``simulate`` without ``--qps`` runs Server at the predicted rate, as a submitter
+    sets target_qps. The search's runs are shorter than MLPerf's; 8 H200 x llama3.1-8b
+    at these parameters is predicted 522.6 queries/s, and a 120 s run there fails its
+    TPOT limit (the batch keeps growing past what the short runs saw), so the run steps
+    down to the highest rate a run of the settings' length passes, within 3%, and says
+    so."""
+    import re
+
+    from tokenmark.api.simulation import simulation_dataset
+    from tokenmark.sim.predict import predict
+    from tokenmark.sim.run import request_arrays
+
+    layered = build_settings("v6.0", "llama3.1-8b", Scenario.SERVER,
+                             overrides={"min_duration_ms": 120_000})
+    spec = ClusterSpec("H200", "llama3.1-8b", per_node=8, efficiency=EFF)
+    inp, out, enc = request_arrays(simulation_dataset(layered), "llama3.1-8b")
+    p = predict(spec, "Server", inp, out, offline_eff=EFF, latency_eff=EFF,
+                limits=layered.settings.limits, encoder=enc)
+    assert p.qps > 0
+    # the prediction's rate, in queries/s, is its tokens/s over the run's tokens/request
+    # (here capped by the same deployment's Offline throughput, the rate scaled with it)
+    assert 0.8 * p.value / out.mean() < p.qps < 1.25 * p.value / out.mean()
+    res = simulate(layered, spec, None, at_prediction=True, write_records=False)
+    got = res.settings.target_qps
+    notes = [n for n in res.plan.notes if n.startswith("this run's rate")]
+    assert len(notes) == 1
+    m = re.match(r"this run's rate: ([\d,.]+) queries/s \((\d+)% of the predicted ([\d,.]+)\)",
+                 notes[0])
+    assert m, notes[0]
+    assert float(m[1].replace(",", "")) == pytest.approx(got, rel=1e-3)
+    assert float(m[3].replace(",", "")) == pytest.approx(p.qps, rel=1e-3)
+    assert "fails one (p99 TTFT" in notes[0]
+    assert 0.5 * p.qps < got < p.qps
+    assert res.verdicts.mlperf.validity == "VALID" and res.exit_code == 0
+    # the run's settings record where the rate came from
+    layers = {x["layer"]: x["values"] for x in res.document["settings"]["layers"]}
+    assert layers["prediction"] == {"target_qps": got}
+    # without at_prediction the run keeps the settings' rate (the preset's 1 query/s)
+    slow = simulate(build_settings("v6.0", "llama3.1-8b", Scenario.SERVER,
+                                   overrides={"min_duration_ms": 20_000,
+                                              "min_query_count": 100}),
+                    spec, None, write_records=False)
+    assert slow.settings.target_qps == 1.0

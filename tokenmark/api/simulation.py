@@ -21,15 +21,17 @@ the numbers; every other exception is a bug.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tokenmark.config.layering import LayeredSettings
+from tokenmark.config.layering import Layer, LayeredSettings
 from tokenmark.dataset import Dataset, LengthDistribution, describe_dataset
 from tokenmark.errors import ConfigError
 from tokenmark.metrics.summary import Summary
@@ -109,16 +111,25 @@ def choose_plan(layered: LayeredSettings, spec: ClusterSpec, dataset: Dataset) -
     limits), the best kept. With a single candidate, that one. Outside Offline a note
     says the run's rate is the settings', not a prediction (its throughput is not the
     system's best)."""
+    return _choose(layered, spec, dataset, at_prediction=False)[0]
+
+
+def _choose(layered: LayeredSettings, spec: ClusterSpec, dataset: Dataset, *,
+            at_prediction: bool) -> tuple[Plan, float]:
+    """:func:`choose_plan`, and with ``at_prediction`` in Server or Interactive the
+    predicted rate (queries per second; NaN when the system fails the limits at any
+    rate) that the run then uses, as a submitter sets ``target_qps`` in user.conf."""
     inp, out, enc = request_arrays(dataset, spec.model)
     plans = candidates(spec, float(inp.mean()), float(out.mean()))
     sc = layered.settings.scenario
+    at_prediction = at_prediction and sc in (Scenario.SERVER, Scenario.INTERACTIVE)
+    where = ("the searched rate is the prediction (--scaling prints it)" if len(plans) > 1
+             else "--scaling prints the predicted rate")
     rate = () if sc is Scenario.OFFLINE else (
         f"this run's rate: {layered.settings.target_qps:g} queries/s (--qps, else the "
-        "preset's target_qps); " + ("the searched rate is the prediction (--scaling prints "
-                                    "it)" if len(plans) > 1 else
-                                    "--scaling prints the predicted rate"),)
-    if len(plans) == 1:
-        return Plan(plans[0].deployment, (*plans[0].notes, *rate))
+        f"preset's target_qps); {where}",)
+    if len(plans) == 1 and not at_prediction:
+        return Plan(plans[0].deployment, (*plans[0].notes, *rate)), math.nan
     name = "Offline" if sc is Scenario.OFFLINE else (
         "Interactive" if sc is Scenario.INTERACTIVE else "Server")
     limits = layered.settings.limits
@@ -129,13 +140,21 @@ def choose_plan(layered: LayeredSettings, spec: ClusterSpec, dataset: Dataset) -
     p = predict(spec, name if limits.any else "Offline", inp, out, offline_eff=off_eff,
                 latency_eff=lat_eff, limits=limits if limits.any else None, plans=plans,
                 encoder=enc)
+    qps = p.qps if at_prediction and p.qps > 0 else math.nan
+    if at_prediction:
+        rate = ((f"this run's rate: {qps:,.4g} queries/s, the predicted rate ({p.binding}; "
+                 "--qps runs at another)",) if qps == qps else
+                (f"this run's rate: {layered.settings.target_qps:g} queries/s (the preset's "
+                 f"target_qps): the prediction is that it {p.binding}",))
+    if len(plans) == 1:
+        return Plan(p.plan.deployment, (*p.plan.notes, *rate)), qps
     tried = "; ".join(f"{label}: " + (f"{v:,.0f}" if v == v else "not searched (its "
                                       "saturated rate cannot beat the best)")
                       for label, v in p.tried)
     what = ("Offline throughput" if name == "Offline" or not limits.any
             else "the highest rate within the latency limits, to 10%, before the Offline bound")
     return Plan(p.plan.deployment, (*p.plan.notes, f"layout searched for {name} ({what}): "
-                                    f"{tried} tokens per second", *rate))
+                                    f"{tried} tokens per second", *rate)), qps
 
 
 def simulate(
@@ -147,17 +166,36 @@ def simulate(
     router: str = "round-robin",
     seed: int = 0,
     write_records: bool = True,
+    at_prediction: bool = False,
 ) -> SimulationResult:
-    """Simulate one benchmark run and (unless ``output_dir`` is None) write its folder."""
+    """Simulate one benchmark run and (unless ``output_dir`` is None) write its folder.
+    ``at_prediction``: a Server or Interactive run issues queries at the predicted rate
+    (the searched layout's highest rate within the latency limits, as a submitter sets
+    ``target_qps``), not the settings' (``tokenmark simulate`` without ``--qps``)."""
     t0 = time.perf_counter()
     started = dt.datetime.now(dt.UTC)
     wall0 = time.time_ns()
     ds = dataset or simulation_dataset(layered, seed=seed)
-    eff = effective(layered.settings, len(ds))
-    plan = choose_plan(layered, spec, ds)
-    cluster = Cluster(plan.deployment, Router.parse(router), seed=seed)
+    plan, qps = _choose(layered, spec, ds, at_prediction=at_prediction)
+    base = layered
+
+    def at(q: float) -> tuple[LayeredSettings, EffectiveSettings, Cluster, SimulatedRun]:
+        lay = base if q != q else replace(
+            base, settings=replace(base.settings, target_qps=q),
+            layers=(*base.layers, Layer("prediction", {"target_qps": q})))
+        e = effective(lay.settings, len(ds))
+        c = Cluster(plan.deployment, Router.parse(router), seed=seed)
+        return lay, e, c, run_simulation(e, ds, c)
+
     t1 = time.perf_counter()
-    run = run_simulation(eff, ds, cluster)
+    layered, eff, cluster, run = at(qps)
+    if qps == qps and not _within_limits(run):
+        # the search's runs are shorter than MLPerf's: back off as a submitter does, to
+        # the highest rate a run of the settings' length passes
+        got = _back_off(qps, run, at)
+        layered, eff, cluster, run = got[1]
+        plan = replace(plan, notes=(*(n for n in plan.notes
+                                      if not n.startswith("this run's rate")), got[0]))
     t2 = time.perf_counter()
     timing = {"plan_s": t1 - t0, "simulate_s": run.result.wall_s,
               "summarize_s": t2 - t1 - run.result.wall_s}
@@ -184,6 +222,56 @@ def simulate(
     code = EXIT_VALID if run.verdicts.valid else EXIT_INVALID
     return SimulationResult(eff, run.summary, run.verdicts, plan, run.explanation,
                             output_dir, code, doc.to_json(), timing)
+
+
+#: Rules a Server/Interactive run at a too high rate fails.
+_LATENCY_RULES = ("perf_constraints", "early_stopping")
+#: The back-off: each step 10% lower until a run passes, then bisection to this ratio.
+_BACK_OFF = 0.9
+_BACK_OFF_TOL = 1.03
+_BACK_OFF_RUNS = 8
+
+
+def _within_limits(run: SimulatedRun) -> bool:
+    return not any(f.rule in _LATENCY_RULES for f in run.verdicts.mlperf.failed)
+
+
+def _back_off(searched: float, failed: SimulatedRun,
+              at: Callable[[float], tuple[LayeredSettings, EffectiveSettings, Cluster,
+                                          SimulatedRun]]) -> tuple[str, Any]:
+    """The highest rate below ``searched`` (whose run ``failed`` its limits) that a run
+    of the settings' length passes, found by stepping down 10% at a time and then
+    bisecting in log space to 3%, in at most ``_BACK_OFF_RUNS`` runs; its note and
+    ``at``'s result for it (the lowest rate tried when none passed)."""
+    hi, lo, best = searched, 0.0, None
+    q = searched * _BACK_OFF
+    runs = 0
+    last = None
+    while runs < _BACK_OFF_RUNS:
+        last = at(q)
+        runs += 1
+        if _within_limits(last[3]):
+            lo, best = q, last
+            if hi / lo <= _BACK_OFF_TOL:
+                break
+            q = math.sqrt(lo * hi)
+        else:
+            hi = q
+            if best is not None and hi / lo <= _BACK_OFF_TOL:
+                break
+            q = math.sqrt(lo * hi) if best is not None else q * _BACK_OFF
+    p99 = "; ".join(f"{f.observed}" for f in failed.verdicts.mlperf.failed
+                    if f.rule in _LATENCY_RULES)
+    if best is None:
+        assert last is not None
+        return (f"this run's rate: {q:,.4g} queries/s, the lowest of {runs} tried below "
+                f"the predicted {searched:,.4g} (from the search's shorter runs; --scaling "
+                f"and calibration give it), which fails a run of the settings' length "
+                f"({p99}), as every rate tried does"), last
+    return (f"this run's rate: {lo:,.4g} queries/s ({lo / searched:.0%} of the predicted "
+            f"{searched:,.4g}), the highest that passes a run of the settings' length "
+            f"({runs} more runs): the predicted rate, from the search's shorter runs "
+            f"(--scaling and calibration give it), fails one ({p99})"), best
 
 
 def _write_records(path: Path, run: SimulatedRun) -> None:

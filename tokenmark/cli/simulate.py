@@ -61,7 +61,10 @@ def simulate_cmd(
         "other.")] = None,
     mfu: Annotated[float | None, typer.Option(help="Override the calibrated MFU.")] = None,
     mbu: Annotated[float | None, typer.Option(help="Override the calibrated MBU.")] = None,
-    qps: Annotated[float | None, typer.Option(help="Target or expected queries/s.")] = None,
+    qps: Annotated[float | None, typer.Option(
+        help="Target (Server, Interactive) or expected (Offline) queries/s (default: "
+        "Server and Interactive run at the predicted rate, the highest within the "
+        "latency limits; Offline at the preset's).")] = None,
     min_duration: Annotated[float | None, typer.Option(help="Seconds.")] = None,
     min_queries: Annotated[int | None, typer.Option(help="Minimum query count.")] = None,
     concurrency: Annotated[int | None, typer.Option(
@@ -137,7 +140,8 @@ def simulate_cmd(
         out_dir = output or Path("results") / (
             f"{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-sim-{layered.preset.name}-"
             f"{sc.value}")
-        res = simulate(layered, spec, out_dir, router=router, write_records=not no_records)
+        res = simulate(layered, spec, out_dir, router=router, write_records=not no_records,
+                       at_prediction=qps is None)
     except (BadInputError, ValueError) as e:
         if isinstance(e, BadInputError):
             raise bad_input(e) from None

@@ -156,12 +156,23 @@ def server_rate(d: Deployment, inputs: np.ndarray, outputs: np.ndarray,
     """The system's units per second at the highest rate within ``limits`` under
     ``eff`` (unbounded), and whether any rate passes. ``saturated``: the deployment's
     saturated rate under ``eff`` when known (:func:`saturated_rate`)."""
+    value, ok, _ = _server_point(d, inputs, outputs, limits, eff, samples=samples,
+                                 requests=requests, rel_tol=rel_tol, encoder=encoder,
+                                 saturated=saturated)
+    return value, ok
+
+
+def _server_point(d: Deployment, inputs: np.ndarray, outputs: np.ndarray,
+                  limits: LatencyLimits, eff: Efficiency, *, samples: bool, requests: int,
+                  rel_tol: float, encoder: np.ndarray | None,
+                  saturated: float | None = None) -> tuple[float, bool, float]:
+    """:func:`server_rate` and the rate it found (queries per second; 0 when none passes)."""
     best = max_server_rate(replace(d, efficiency=eff), inputs, outputs, limits,
                            requests=requests, rel_tol=rel_tol, encoder=encoder,
                            saturated=saturated)
     if not best.passed:
-        return 0.0, False
-    return (best.qps if samples else best.qps * best.tokens_per_request), True
+        return 0.0, False, 0.0
+    return (best.qps if samples else best.qps * best.tokens_per_request), True, best.qps
 
 
 def saturated_rate(d: Deployment, inputs: np.ndarray, outputs: np.ndarray,
@@ -218,6 +229,9 @@ class Prediction:
     offline_bound: float  # the chosen deployment's Offline throughput (latency scenarios)
     tried: tuple[tuple[str, float], ...]  # every candidate's label and (screened) value
     unbounded: float = math.nan  # latency scenarios: the rate within the limits, unbounded
+    #: latency scenarios: the Poisson rate (queries per second) that delivers ``value``
+    #: (the searched rate, scaled down where the Offline bound caps it)
+    qps: float = math.nan
 
 
 def predict(spec: ClusterSpec, scenario: str, inputs: np.ndarray, outputs: np.ndarray, *,
@@ -243,17 +257,18 @@ def predict(spec: ClusterSpec, scenario: str, inputs: np.ndarray, outputs: np.nd
     k = int(np.nanargmax(vals))
     plan = plans[k]
     d = plan.deployment
-    value, ok = server_rate(d, inputs, outputs, limits, eff, samples=samples,
-                            requests=requests, rel_tol=FINAL_TOL, encoder=encoder)
+    value, ok, qps = _server_point(d, inputs, outputs, limits, eff, samples=samples,
+                                   requests=requests, rel_tol=FINAL_TOL, encoder=encoder)
     bound = offline_rate(d, inputs, outputs, offline_eff, samples=samples, encoder=encoder)
     if not ok:  # widen the widest dense replica (plan.widened) until one meets them
         widest = max(plans, key=lambda q: q.deployment.tp)
         for w in widened(widest, spec):
-            v, ok = server_rate(w.deployment, inputs, outputs, limits, eff, samples=samples,
-                                requests=requests, rel_tol=FINAL_TOL, encoder=encoder)
+            v, ok, q = _server_point(w.deployment, inputs, outputs, limits, eff,
+                                     samples=samples, requests=requests, rel_tol=FINAL_TOL,
+                                     encoder=encoder)
             screened.append((w.deployment.label, v))
             if ok:
-                plan, d, value = w, w.deployment, v
+                plan, d, value, qps = w, w.deployment, v, q
                 bound = offline_rate(d, inputs, outputs, offline_eff, samples=samples,
                                      encoder=encoder)
                 break
@@ -262,5 +277,5 @@ def predict(spec: ClusterSpec, scenario: str, inputs: np.ndarray, outputs: np.nd
                           0.0)
     if value > bound:
         return Prediction(bound, plan, "Offline throughput (saturated)", bound,
-                          tuple(screened), value)
-    return Prediction(value, plan, "latency limits", bound, tuple(screened), value)
+                          tuple(screened), value, qps * bound / value)
+    return Prediction(value, plan, "latency limits", bound, tuple(screened), value, qps)
