@@ -1,7 +1,8 @@
-"""DeepSeek-R1's request lengths come from its MLPerf dataset: the 4,388 samples' own
-prompt and reference-output token counts (``bench/data/deepseek-r1``). Ground truth
-independent of the copy: the submission checker's ``TOKENS_PER_SAMPLE`` for deepseek-r1,
-3886.2274, is the reference outputs' mean capped at the 20,000-token maximum."""
+"""The simulator's prompt lengths come from the MLPerf datasets themselves
+(``bench/data/mlperf_lengths``), and DeepSeek-R1's output shape from its reference outputs.
+Ground truth independent of the copies: the submission checker's performance sample
+counts, its ``TOKENS_PER_SAMPLE`` for deepseek-r1 (3886.2274, the reference outputs' mean
+capped at the 20,000-token maximum), and the prompt limits of the MLPerf READMEs."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import pytest
 from tokenmark.perfmodel.outputs import output_model
 from tokenmark.sim.workloads import synthetic_dataset, workload
 
-LENGTHS = Path(__file__).parents[2] / "bench" / "data" / "deepseek-r1" / "lengths.csv"
+HERE = Path(__file__).parents[2] / "bench" / "data" / "mlperf_lengths"
+LENGTHS = HERE / "deepseek-r1.csv"
 CHECKER_TOKENS_PER_SAMPLE = 3886.2274  # mlcommons/inference submission checker, deepseek-r1
 DATASET_SIZE = 4388  # the checker's performance sample count for deepseek-r1
 
@@ -50,3 +52,27 @@ def test_the_packaged_distributions_keep_the_datasets_means():
     assert np.median(o) / o.mean() == pytest.approx(np.median(out) / np.minimum(out, 20000).mean(),
                                                    abs=0.03)
     assert o.max() <= 20000
+
+
+# file, the checker's performance sample count, the prompt limit where a source states
+# one (llama2-70b: processorca.py --seqlen_limit=1024; llama3.1-405b: 20k-token prompts),
+# the benchmarks using it
+DATASETS = [
+    ("llama2-70b", 24576, 1024, ("llama2-70b-99", "llama2-70b-99.9")),
+    ("llama3.1-8b", 13368, None, ("llama3.1-8b", "llama3.1-8b-edge")),
+    ("llama3.1-405b", 8313, 20000, ("llama3.1-405b",)),
+    ("mixtral-8x7b", 15000, None, ("mixtral-8x7b",)),
+    ("deepseek-r1", 4388, None, ("deepseek-r1",)),
+]
+
+
+@pytest.mark.parametrize(("name", "samples", "limit", "benchmarks"), DATASETS)
+def test_every_dataset_copy_and_its_packaged_prompt_lengths(name, samples, limit, benchmarks):
+    with (HERE / f"{name}.csv").open() as f:
+        inp = np.array([int(r["input_length"]) for r in csv.DictReader(f)])
+    assert len(inp) == samples and 1 <= inp.min()
+    assert limit is None or inp.max() <= limit
+    for b in benchmarks:
+        dist = workload(b).input_tokens
+        assert dist.kind == "hist" and dist.mean == pytest.approx(inp.mean(), rel=1e-3)
+        assert max(v for v, _ in dist.table) <= inp.max()
