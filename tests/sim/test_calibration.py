@@ -466,20 +466,3 @@ def test_stage2_takes_the_serial_fraction_that_reproduces_the_most_systems():
     mbu, serial, systems = got
     assert serial == 1.0 and systems == 4
     assert mbu == pytest.approx(math.sqrt(0.243 * 0.332))
-
-
-def test_partial_pooling_blends_a_group_toward_its_parent_in_log_space():
-    """Two systems shrunk toward a parent as if it had k = 2 more: weight 2 / (2 + 2) on
-    the group's own; by hand, mfu 0.25 ** 0.5 * 0.5 ** 0.5 = 0.35355, step overhead
-    sqrt(1 ms * 4 ms) = 2 ms."""
-    from tokenmark.sim.calibration import choose_pool, pooled
-
-    own = Efficiency(mfu=0.25, mbu=0.8, step_overhead_ns=1_000_000, seq_overhead_ns=4_000)
-    parent = Efficiency(mfu=0.5, mbu=0.2, step_overhead_ns=4_000_000, seq_overhead_ns=1_000)
-    got = pooled(own, parent, 2 / (2 + 2))
-    assert got.mfu == pytest.approx(0.353553, rel=1e-5)
-    assert got.mbu == pytest.approx(0.4)
-    assert got.step_overhead_ns == 2_000_000 and got.seq_overhead_ns == 2_000
-    assert pooled(own, parent, 1.0) == own
-    # a training set of one round has no later round to choose the constant on
-    assert choose_pool([], {}) == (0.0, {})

@@ -145,9 +145,6 @@ MBU_BOUNDS = (0.05, 1.0)
 SPEED_BOUNDS = (0.05, 2.0)
 #: A model level is shrunk toward its group as if it had this many more rows at zero.
 LEVEL_SHRINK = 1.0
-#: The partial-pooling constants tried (:func:`choose_pool`): a group is shrunk toward its
-#: parent as if that had this many more systems.
-POOL_GRID = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0)
 #: Backfitting rounds of the model levels and the groups.
 LEVEL_ITERS = 3
 #: Stage 2 inverts at most this many systems' rows per architecture and scenario.
@@ -392,18 +389,10 @@ def model_of(s: Setup) -> str:
 class Fit:
     """The parameters fitted on one training set (module docstring)."""
 
-    def __init__(self, train: list[Setup], traces: dict[tuple[Any, ...], list[OfflineTrace]],
-                 pool: float | None = None) -> None:
+    def __init__(self, train: list[Setup], traces: dict[tuple[Any, ...], list[OfflineTrace]]
+                 ) -> None:
         self.train = train
         self.traces = traces
-        #: partial pooling: a group is shrunk toward its parent as if that had this many
-        #: more systems (:meth:`stage1`); None: chosen on the training set (:func:`choose_pool`)
-        self.pool = 0.0
-        self.pool_scores: dict[float, float] = {}
-        if pool is None:
-            self.pool, self.pool_scores = choose_pool(train, traces)
-        else:
-            self.pool = pool
         self.inverted: dict[tuple[Any, ...], tuple[int, list[float]]] = {}
         self.speeds: dict[tuple[Any, ...], float] = {}
         self.offline = self._dedup([s for s in train if s.row.scenario == "Offline"])
@@ -413,7 +402,6 @@ class Fit:
         for o in self.offline:
             self._offline_by[(o.row.system_key, o.row.benchmark, o.row.round)].append(o)
         self._stage1: dict[tuple[Level, float], tuple[Efficiency, float, int] | None] = {}
-        self._raw: dict[tuple[Level, float], tuple[Efficiency, float, int] | None] = {}
         self._stage2: dict[tuple[Level, str], tuple[float, float, int] | None] = {}
         self._server: dict[Level, tuple[float, int] | None] = {}
         #: log speed of each (model, stack, round) with Offline rows (the model level)
@@ -524,7 +512,6 @@ class Fit:
                 self.level[k] = sum(r) / (len(r) + LEVEL_SHRINK)
                 self.level_rows[k] = len(r)
             self._stage1.clear()
-            self._raw.clear()
         # a model's debut: its first round, when that is not the first round of the
         # training set (a model already there in the first round debuted before it)
         first_round = min((s.row.round for s in self.offline), key=round_key, default="")
@@ -558,76 +545,18 @@ class Fit:
         v, how = self.model_level(model_of(s), s.stack, s.row.round)
         return math.exp(v), how
 
-    def _systems(self, level: Level) -> frozenset[tuple[str, str, str]]:
-        return frozenset(s.row.system_key for s in self.offline if self._matches(s, level))
-
-    def _below(self, arch: str, vendor: str) -> str | None:
-        """The vendor's most capable architecture with rows that is less capable than
-        ``arch`` (peak dense compute at the narrowest precision of any of its parts):
-        the generation ``arch`` follows."""
-        peaks: dict[str, float] = {}
-        for s in self.offline:
-            if s.vendor == vendor:
-                acc = s.plans[0].deployment.accelerator
-                peaks[s.arch] = max(peaks.get(s.arch, 0.0), acc.tflops_at(acc.lowest_precision))
-        if arch not in peaks:
-            return None
-        lower = [(p, a) for a, p in peaks.items() if p < peaks[arch]]
-        return max(lower)[1] if lower else None
-
-    def pool_parent(self, level: Level) -> tuple[Level, int] | None:
-        """The group an architecture's group ``level`` is shrunk toward (partial
-        pooling), and the systems of its family (the architecture over every stack and
-        round): the generation it follows (:meth:`_below`) with the stack, else without,
-        else its vendor's group, whichever first has rows from at least ``MIN_SYSTEMS``
-        systems other than the family's own; None for a vendor's or everything's group."""
-        fam, st, _ = level
-        vendors = {s.vendor for s in self.offline if s.arch == fam}
-        if fam == "*" or not vendors:
-            return None
-        vendor = min(vendors)
-        own = self._systems((fam, "*", "*"))
-        chain: list[Level] = []
-        pre = self._below(fam, vendor)
-        if pre is not None:
-            chain += [(pre, st, "*"), (pre, "*", "*")]
-        chain.append((vendor, "*", "*"))
-        for lv in chain:
-            if len(self._systems(lv) - own) >= MIN_SYSTEMS:
-                return lv, len(own)
-        return None
-
-    def _raw_stage1(self, level: Level, a: float) -> tuple[Efficiency, float, int] | None:
-        k = (level, a)
-        if k not in self._raw:
-            rows = [s for s in self.offline if self._matches(s, level)]
-            systems = {s.row.system_key for s in rows}
-            if len(systems) < MIN_SYSTEMS:
-                self._raw[k] = None
-            else:
-                eff, ape = fit_efficiency(self._pairs(rows), Efficiency(), "/".join(level), a)
-                self._raw[k] = (eff, ape, len(systems))
-        return self._raw[k]
-
     def stage1(self, level: Level, alpha: float | None = None
                ) -> tuple[Efficiency, float, int] | None:
-        """``level``'s Offline parameters, fitted on its rows, then partially pooled:
-        shrunk toward its :meth:`pool_parent`'s (pooled in turn) as if that had
-        ``pool`` more systems - each of ``mfu``, ``mbu`` and the two overheads the
-        weighted mean of the logs, weight ``n / (n + pool)`` on the group's own
-        (``n``: its systems)."""
         a = self.alpha if alpha is None else alpha
         k = (level, a)
         if k not in self._stage1:
-            raw = self._raw_stage1(level, a)
-            parent = self.pool_parent(level) if raw is not None and self.pool > 0 else None
-            up = self.stage1(parent[0], a) if parent is not None else None
-            if raw is None or up is None or parent is None:
-                self._stage1[k] = raw
+            rows = [s for s in self.offline if self._matches(s, level)]
+            systems = {s.row.system_key for s in rows}
+            if len(systems) < MIN_SYSTEMS:
+                self._stage1[k] = None
             else:
-                eff, ape, n = raw
-                w = parent[1] / (parent[1] + self.pool)
-                self._stage1[k] = (pooled(eff, up[0], w), ape, n)
+                eff, ape = fit_efficiency(self._pairs(rows), Efficiency(), "/".join(level), a)
+                self._stage1[k] = (eff, ape, len(systems))
         return self._stage1[k]
 
     def _fit_alpha(self) -> float:
@@ -781,46 +710,6 @@ class Fit:
             else:
                 out[(*lv, "Interactive")] = base
         return out
-
-
-def pooled(own: Efficiency, parent: Efficiency, weight: float) -> Efficiency:
-    """``own`` shrunk toward ``parent``: ``mfu``, ``mbu`` and the step and per-sequence
-    overheads each ``own ** weight * parent ** (1 - weight)`` (the rest ``own``'s)."""
-    def mix(a: float, b: float) -> float:
-        return math.exp(weight * math.log(max(a, 1e-12)) + (1 - weight) * math.log(max(b, 1e-12)))
-
-    return replace(own, mfu=mix(own.mfu, parent.mfu), mbu=mix(own.mbu, parent.mbu),
-                   step_overhead_ns=round(mix(own.step_overhead_ns, parent.step_overhead_ns)),
-                   seq_overhead_ns=round(mix(max(own.seq_overhead_ns, 1),
-                                             max(parent.seq_overhead_ns, 1))))
-
-
-def choose_pool(train: list[Setup], traces: dict[tuple[Any, ...], list[OfflineTrace]],
-                grid: tuple[float, ...] = POOL_GRID) -> tuple[float, dict[float, float]]:
-    """The partial-pooling constant of ``grid`` under which the training set predicts
-    itself forward in time best: for each of its rounds after the first, a fit (stage 1
-    and the model levels) on its rounds before that one predicts that round's Offline
-    rows; the constant with the smallest median absolute log error over all of them
-    (the smaller on a tie), and each constant's error. 0 (no pooling) when the training
-    set has a single round."""
-    offline = [s for s in train if s.row.scenario == "Offline" and s.key in traces]
-    rnds = sorted({s.row.round for s in offline}, key=round_key)
-    scores: dict[float, float] = {}
-    if len(rnds) < 2:
-        return 0.0, scores
-    for k in grid:
-        errs: list[float] = []
-        for r in rnds[1:]:
-            inner = Fit([s for s in offline if round_key(s.row.round) < round_key(r)],
-                        traces, pool=k)
-            for s in offline:
-                if s.row.round == r:
-                    eff = inner.offline_params(s)[0]
-                    pred = max(predict_rate(t, eff) for t in traces[s.key])
-                    errs.append(abs(math.log(max(pred, 1e-9) / s.row.result)))
-        scores[k] = float(np.median(errs)) if errs else math.inf
-    best = min(grid, key=lambda k: (scores[k], k))
-    return best, scores
 
 
 class TableParams:
