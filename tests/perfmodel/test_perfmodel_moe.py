@@ -101,6 +101,36 @@ def test_attention_data_parallel_expert_parallel_decode_step(n, ctx):
     assert c.total_ns == pytest.approx(max(compute, memory) + comm, abs=2)
 
 
+def test_per_sequence_overhead_is_the_busiest_attention_groups():
+    # under attention data parallelism each of the dp ranks schedules and samples its own
+    # sequences at the same time: 800 sequences on dp 8 cost 100 sequences' overhead, 801
+    # the busiest rank's 101; a tensor-parallel replica (dp 1) pays for all of them
+    eff = Efficiency(mfu=0.5, mbu=0.8, step_overhead_ns=1_000_000, seq_overhead_ns=2_000)
+    dp8 = Deployment(B200, R1, Precision.FP4, tp=1, dp=8, ep=8, efficiency=eff,
+                     topology=Topology(1, 8))
+    tp8 = Deployment(B200, R1, Precision.FP4, tp=8, ep=8, efficiency=eff,
+                     topology=Topology(1, 8))
+    assert CostModel(dp8).decode_cost(800, 800 * 1000).overhead_ns == 1_000_000 + 2_000 * 100
+    assert CostModel(dp8).decode_cost(801, 801 * 1000).overhead_ns == 1_000_000 + 2_000 * 101
+    assert CostModel(tp8).decode_cost(800, 800 * 1000).overhead_ns == 1_000_000 + 2_000 * 800
+    # a step with prefill chunks counts them as sequences too: 3 chunks + 13 decodes on dp 8
+    c = CostModel(dp8).cost(300, 300 * 301 / 2, 0, 3, 13, 13 * 500)
+    assert c.overhead_ns == 1_000_000 + 2_000 * 2
+    # the engine's back-to-back decode loop charges the same (run_decode)
+    e = ReplicaEngine(dp8)
+    for i in range(801):
+        e.submit(i, 100, 3 + i % 40)
+    while not e.decode_only:
+        e.advance()
+    before = e.stats.breakdown_ns["overhead"]
+    steps = e.stats.steps
+    e.run_decode(0, 10**18)
+    batches = e.stats.step_decodes[steps:]  # the sequences each decode step ran
+    assert len(batches) > 10 and max(batches) > 100
+    want = sum(1_000_000 + 2_000 * -(-n // 8) for n in batches)
+    assert e.stats.breakdown_ns["overhead"] - before == pytest.approx(want)
+
+
 def test_the_all_to_all_pays_scale_out_bandwidth_past_the_domain():
     # 16 GPUs in one expert-parallel group: inside a 72-GPU NVLink rack every token goes
     # over NVLink; across two 8-GPU HGX nodes 8 of the 15 other GPUs are over the network

@@ -236,6 +236,40 @@ def test_offline_trace_counts_the_answers_tokens_under_beam_search():
     assert n >= 8192 and offline_trace(d, inp, out).units == pytest.approx(40 * n)
 
 
+def test_an_offline_trace_is_sized_by_the_saturated_rate_not_by_the_replica_count():
+    """LoadGen queues max(dataset, 1.1 x min_duration x expected rate) samples and the
+    replicas share them, so one replica's Offline run does not depend on how many others
+    the system has: DeepSeek-R1's attention data-parallel replica of 8 B200s gives the
+    same throughput alone and as one of 9 (an NVL72 rack). Sized by a short run's rate
+    (1,500 requests queued at once: mostly the drain of their longest answers), the
+    trace held 8,192 / replicas requests, and the 9-replica system's replicas came out
+    24% slower (0.76x) than the same replica alone."""
+    from dataclasses import replace
+
+    from tokenmark.sim import predict
+
+    rng = np.random.default_rng(3)
+    inp = rng.integers(300, 1100, 4096)
+    # reasoning answers: lognormal, median 2,600 tokens, capped at 20,000 (outputs.csv)
+    out = np.minimum(20000, rng.lognormal(np.log(2600), 0.85, 4096)).astype(np.int64)
+    one = Deployment(find_accelerator("B200"), find_model("deepseek-r1"), Precision.FP4,
+                     dp=8, ep=8, policy=ServingPolicy(max_num_seqs=8192,
+                                                      max_batched_tokens=65536))
+    rack = replace(one, replicas=9)
+    sat = replica_saturated_rate(replace(one, efficiency=predict.SIZING), inp, out)
+    n = predict.trace_requests(one, inp, out)
+    # the run LoadGen sizes: 1.1 x the duration at the expected (saturated) rate
+    assert n == int(min(max(predict.MAX_TRACE_REQUESTS, 4 * 8192),
+                        1.1 * predict.OFFLINE_SECONDS * sat))
+    assert predict.trace_requests(rack, inp, out) == n > 8192
+    eff = Efficiency(mfu=0.4, mbu=0.7, step_overhead_ns=1_000_000, seq_overhead_ns=2_000)
+    r1 = predict.offline_rate(one, inp, out, eff)
+    assert predict.offline_rate(rack, inp, out, eff) / 9 == pytest.approx(r1, rel=1e-9)
+    # a run that long stays near the steady rate (the drain is a small part of it)
+    steady = replica_saturated_rate(replace(one, efficiency=eff), inp, out) * float(out.mean())
+    assert 0.75 * steady < r1 <= 1.02 * steady
+
+
 def test_latency_rows_are_predicted_in_turn_per_benchmark_scenario_and_architecture():
     """An evaluation cut short has scored a spread of the groups: the first rows
     predicted are one of each (benchmark, scenario, architecture), then the second..."""

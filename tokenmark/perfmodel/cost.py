@@ -47,7 +47,14 @@ totals of the two kernels' sides:
   (dispatch and combine of ``k`` copies of each token's activations), whose traffic to
   accelerators outside the sender's scale-up domain goes over the scale-out network
   while the rest goes over the scale-up link;
-- overhead = ``step_overhead_ns`` + ``seq_overhead_ns`` x sequences in the step;
+- overhead = ``step_overhead_ns`` + ``seq_overhead_ns`` x the sequences of the busiest
+  attention group (``ceil(sequences / dp)``): under attention data parallelism every
+  rank is its own engine that schedules, samples and detokenises its own sequences
+  (TensorRT-LLM's ``enable_attention_dp``: each rank keeps its own batch; vLLM's
+  data-parallel deployment: one engine core per rank), so those per-sequence costs run
+  side by side on the ``dp`` ranks, not one after another (charged over the whole
+  replica, 73,728 sequences of a dp72 DeepSeek-R1 rack cost 144 ms a step at 1.95 us
+  each, about twice the step's kernels);
 - a vision-language model's step that starts prefilling a request with images also runs
   the vision encoder on them: ``encoder_flops`` (:mod:`~tokenmark.perfmodel.vision`) at
   the peak of its own precision where that is wider than the language model's
@@ -243,6 +250,12 @@ class CostModel:
         mean = tokens * self.d.model.experts_active / self.d.ep
         return min(float(self.d.ep), 1.0 + math.sqrt(2.0 * self._ln_ep / mean))
 
+    def group_seqs(self, seqs: int) -> int:
+        """The sequences of a step's busiest attention group (``ceil(seqs / dp)``), which
+        the per-sequence overhead is charged for (module docstring)."""
+        dp = self.d.dp
+        return seqs if dp <= 1 else -(-seqs // dp)
+
     def _weights(self, tokens: float) -> float:
         """Weight bytes one accelerator reads in a step over ``tokens`` tokens."""
         return self._w_shared + self._w_experts * self.d.model.touched_share(tokens)
@@ -281,7 +294,7 @@ class CostModel:
         compute0 = flops / self._peak_per_ns
         memory0 = (weights + kv) / self._bw_per_ns
         attn = (self._attn_p * prefill_pairs + self._attn_d * decode_ctx * v) / self._peak_per_ns
-        return StepComponents(compute0, memory0, comm, prefill_seqs + decode_seqs,
+        return StepComponents(compute0, memory0, comm, self.group_seqs(prefill_seqs + decode_seqs),
                               f_pre / flops, kv / (weights + kv), attn,
                               kv / self._bw_per_ns)
 

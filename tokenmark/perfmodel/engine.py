@@ -428,6 +428,7 @@ class ReplicaEngine:
         finished_at: list[tuple[int, int]] = []
         cost = self.cost
         a, b, w, c, o, q = self._coef
+        dp = self.d.dp  # the per-sequence overhead is the busiest attention group's
         sf = cost.serial_fraction
         linear = cost.linear_decode
         parts = cost.decode_parts
@@ -461,7 +462,7 @@ class ReplicaEngine:
             att_t = att + sf * kv if att >= kv else kv + sf * att
             compute = lin + att
             memory = w_ns + kv
-            over = o + q * n_dec
+            over = o + q * (n_dec if dp <= 1 else -(-n_dec // dp))
             dt = int(lin_t + att_t + comm + over)
             if compute >= memory:  # the unhidden rest is memory's (StepCost.breakdown)
                 cb_ns += dt
