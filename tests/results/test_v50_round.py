@@ -83,7 +83,7 @@ def test_implied_scenario_comes_from_the_presets_aliases():
 def test_the_transcribed_table_reads_as_the_packaged_rows():
     found = scan(V50 / "v5.0_summary.csv")
     assert not found.errors
-    assert len(found.rows) == 498 and {r.round for r in found.rows} == {"v5.0"}
+    assert len(found.rows) == 504 and {r.round for r in found.rows} == {"v5.0"}
     packaged = {r.key: r.value for r in _v50_rows()}
     assert {r.key: r.value for r in found.rows} == packaged
     scen = {(r.benchmark_folder, r.scenario) for r in found.rows}
@@ -96,7 +96,7 @@ def test_the_transcribed_table_reads_as_the_packaged_rows():
 def test_v50_sorts_between_v41_and_v51_and_the_simulator_reads_it():
     assert round_order("v4.1") < round_order("v5.0") < round_order("v5.1")
     rows = [r for r in read_packaged() if r.round == "v5.0"]
-    assert len(rows) == 498
+    assert len(rows) == 504
     refused = [r for r in rows if not r.eligible]
     assert len(refused) == 51
     offline = [r for r in refused if "interactive benchmark" in r.reason]
@@ -109,8 +109,9 @@ def test_v50_sorts_between_v41_and_v51_and_the_simulator_reads_it():
     inter = [r for r in rows if r.scenario == "Interactive"]
     assert inter and all(r.eligible and r.benchmark in ("llama2-70b-99", "llama2-70b-99.9")
                          for r in inter)
-    gb = [r for r in rows if r.accelerator == "GB200"]
-    assert gb and all(r.total == 72 for r in gb)
+    gb = {r.system_id: r.total for r in rows if r.accelerator == "GB200"}
+    # NVIDIA's NVL72 rack (18 nodes of 4) and CoreWeave's one 4-GPU GB200 node
+    assert gb == {"GB200-NVL72_GB200-186GB_aarch64x72_TRT_Triton": 72, "5.0-0076": 4}
 
 
 def test_a_v50_interactive_server_folder_in_a_result_tree_is_read_as_interactive(tmp_path):
@@ -134,15 +135,16 @@ def test_a_v50_interactive_server_folder_in_a_result_tree_is_read_as_interactive
     assert row.value == pytest.approx(21028.2)  # the detail log's figure (6 digits)
 
 
-# Counted on pages.txt (60 system pages, 249 R lines, 498 results): every (benchmark,
+# Counted on pages.txt (62 systems: 60 pages and CoreWeave's 2 from the results-table
+# export; 252 R lines, 504 results): every (benchmark,
 # scenario) of the packaged v5.0 rows. Interactive is v5.0's llama2-70b-interactive-*
 # Server run; that folder's Offline run counts with the benchmark's own Offline rows.
 @pytest.mark.parametrize("benchmark, scenario, n", [
-    ("llama2-70b-99", "Offline", 66), ("llama2-70b-99", "Server", 46),
+    ("llama2-70b-99", "Offline", 67), ("llama2-70b-99", "Server", 47),
     ("llama2-70b-99", "Interactive", 20),
-    ("llama2-70b-99.9", "Offline", 62), ("llama2-70b-99.9", "Server", 43),
+    ("llama2-70b-99.9", "Offline", 63), ("llama2-70b-99.9", "Server", 44),
     ("llama2-70b-99.9", "Interactive", 19),
-    ("llama3.1-405b", "Offline", 14), ("llama3.1-405b", "Server", 14),
+    ("llama3.1-405b", "Offline", 15), ("llama3.1-405b", "Server", 15),
     ("mixtral-8x7b", "Offline", 27), ("mixtral-8x7b", "Server", 27),
     ("gptj-99", "Offline", 40), ("gptj-99", "Server", 40),
     ("gptj-99.9", "Offline", 40), ("gptj-99.9", "Server", 40),
@@ -168,6 +170,9 @@ def test_v50_rows_by_benchmark_and_scenario(benchmark, scenario, n):
     ("Quanta_Cloud_Technology", "D54U_3U_H100_PCIe_80GBx4_TRT", "mixtral-8x7b", "Offline",
      15843.3),
     ("Intel", "1-node-2S-GNR_128C", "gptj-99", "Offline", 516.77),
+    # CoreWeave's systems, from MLCommons' results-table export (no page in the mirror)
+    ("coreweave", "5.0-0076", "llama3_1-405b", "Server", 522.12),
+    ("coreweave", "5.0-0077", "llama2-70b-99", "Offline", 34403.5),
 ])
 def test_spot_figures_of_the_second_reading(submitter, system, folder, scenario, value):
     [row] = [r for r in _v50_rows() if r.submitter == submitter and r.system_id == system
