@@ -249,3 +249,40 @@ def test_a_run_at_the_prediction_backs_off_to_a_rate_a_full_length_run_passes():
                                               "min_query_count": 100}),
                     spec, None, write_records=False)
     assert slow.settings.target_qps == 1.0
+
+
+def test_the_back_off_names_the_rate_it_ran_when_none_passes():
+    # a system that fails its limits at every rate tried: the run kept is the last one
+    # tried (8 runs, each 10% lower), and the note names that rate, not the next
+    from types import SimpleNamespace
+
+    from tokenmark.api import simulation as sim
+
+    fail = SimpleNamespace(rule="perf_constraints", observed="p99 TTFT 9000.000 ms")
+    failed = SimpleNamespace(verdicts=SimpleNamespace(mlperf=SimpleNamespace(failed=[fail])))
+    tried: list[float] = []
+
+    def at(q: float):
+        tried.append(q)
+        return ("settings", "effective", "cluster", failed)
+
+    note, got = sim._back_off(100.0, failed, at)
+    assert tried == pytest.approx([100.0 * 0.9 ** k for k in range(1, 9)])
+    assert got[3] is failed
+    assert note.startswith(f"this run's rate: {tried[-1]:,.4g} queries/s, the lowest of 8 "
+                           "tried below the predicted 100")
+    assert "p99 TTFT 9000.000 ms" in note
+    # one that passes from 81 on: bisection between the failing 90 and the passing 81
+    # until the bracket is within 3%, the run kept the highest that passed
+    ok = SimpleNamespace(verdicts=SimpleNamespace(mlperf=SimpleNamespace(failed=[])))
+    tried.clear()
+
+    def at2(q: float):
+        tried.append(q)
+        return ("settings", "effective", "cluster", ok if q <= 85.0 else failed)
+
+    note, got = sim._back_off(100.0, failed, at2)
+    passed = [q for q in tried if q <= 85.0]
+    assert got[3] is ok and max(passed) <= 85.0
+    assert min(q for q in tried if q > 85.0) / max(passed) <= 1.03
+    assert note.startswith(f"this run's rate: {max(passed):,.4g} queries/s")

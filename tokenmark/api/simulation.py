@@ -179,7 +179,7 @@ def simulate(
     plan, qps = _choose(layered, spec, ds, at_prediction=at_prediction)
     base = layered
 
-    def at(q: float) -> tuple[LayeredSettings, EffectiveSettings, Cluster, SimulatedRun]:
+    def at(q: float) -> _RateRun:
         lay = base if q != q else replace(
             base, settings=replace(base.settings, target_qps=q),
             layers=(*base.layers, Layer("prediction", {"target_qps": q})))
@@ -224,6 +224,8 @@ def simulate(
                             output_dir, code, doc.to_json(), timing)
 
 
+#: One run at a rate: its settings (layered and effective), its cluster and the run.
+_RateRun = tuple[LayeredSettings, EffectiveSettings, Cluster, SimulatedRun]
 #: Rules a Server/Interactive run at a too high rate fails.
 _LATENCY_RULES = ("perf_constraints", "early_stopping")
 #: The back-off: each step 10% lower until a run passes, then bisection to this ratio.
@@ -237,34 +239,31 @@ def _within_limits(run: SimulatedRun) -> bool:
 
 
 def _back_off(searched: float, failed: SimulatedRun,
-              at: Callable[[float], tuple[LayeredSettings, EffectiveSettings, Cluster,
-                                          SimulatedRun]]) -> tuple[str, Any]:
+              at: Callable[[float], _RateRun]) -> tuple[str, _RateRun]:
     """The highest rate below ``searched`` (whose run ``failed`` its limits) that a run
     of the settings' length passes, found by stepping down 10% at a time and then
     bisecting in log space to 3%, in at most ``_BACK_OFF_RUNS`` runs; its note and
     ``at``'s result for it (the lowest rate tried when none passed)."""
-    hi, lo, best = searched, 0.0, None
-    q = searched * _BACK_OFF
+    hi, lo = searched, 0.0
+    best: _RateRun | None = None
+    last: _RateRun | None = None
+    q = tried = searched * _BACK_OFF
     runs = 0
-    last = None
     while runs < _BACK_OFF_RUNS:
-        last = at(q)
+        tried, last = q, at(q)
         runs += 1
         if _within_limits(last[3]):
             lo, best = q, last
-            if hi / lo <= _BACK_OFF_TOL:
-                break
-            q = math.sqrt(lo * hi)
         else:
             hi = q
-            if best is not None and hi / lo <= _BACK_OFF_TOL:
-                break
-            q = math.sqrt(lo * hi) if best is not None else q * _BACK_OFF
+        if best is not None and hi / lo <= _BACK_OFF_TOL:
+            break
+        q = math.sqrt(lo * hi) if best is not None else q * _BACK_OFF
     p99 = "; ".join(f"{f.observed}" for f in failed.verdicts.mlperf.failed
                     if f.rule in _LATENCY_RULES)
     if best is None:
         assert last is not None
-        return (f"this run's rate: {q:,.4g} queries/s, the lowest of {runs} tried below "
+        return (f"this run's rate: {tried:,.4g} queries/s, the lowest of {runs} tried below "
                 f"the predicted {searched:,.4g} (from the search's shorter runs; --scaling "
                 f"and calibration give it), which fails a run of the settings' length "
                 f"({p99}), as every rate tried does"), last
