@@ -345,7 +345,7 @@ def test_deployments_that_cannot_run():
     assert Deployment(find_accelerator("H100"), L8B, Precision.FP4).compute_dtype is Precision.FP8
     assert Deployment(H200, L8B, Precision.INT8).compute_dtype is Precision.FP8
     assert Deployment(find_accelerator("Arc Pro B60"), L8B,
-                      Precision.INT8).compute_dtype is Precision.BF16
+                      Precision.INT8).compute_dtype is Precision.INT8  # its XMX INT8 rate
     fp4_only = replace(find_accelerator("VR200"), tflops={"fp4": 50000.0})
     with pytest.raises(ConfigError, match="VR200 computes no format as wide as bf16"):
         Deployment(fp4_only, L8B, Precision.BF16).check()

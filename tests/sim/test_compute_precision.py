@@ -70,19 +70,20 @@ def test_gpt_oss_keeps_its_dense_weights_in_bf16() -> None:
     modules_to_not_convert: attention, router, embeddings, head): a B300 deployment at
     FP4 reads those weights at 2 bytes and runs their matmuls at BF16 (2250 dense
     TFLOPS) while the experts run W4A8 at FP8 (4500). By hand from models.csv:
-    117e9 total, 5.1e9 active, 128 experts of which 4 a token."""
+    116.83e9 total, 5.709e9 active (embedding and head counted), 128 experts of which 4
+    a token."""
     a = find_accelerator("B300")
     d = Deployment(a, OSS, Precision.FP4)
     assert (d.dense_dtype, d.dense_compute_dtype) == (Precision.BF16, Precision.BF16)
-    x = (117e9 - 5.1e9) / (128 - 4)  # one expert's parameters over the layers
-    shared = 117e9 - 128 * x
+    x = (116.83e9 - 5.709e9) / (128 - 4)  # one expert's parameters over the layers
+    shared = 116.83e9 - 128 * x
     head = 201088 * 2880
     assert d.weight_bytes == pytest.approx(shared * 2 + 128 * x * 0.5, rel=1e-9)
     # one decode step of 64 sequences at no context, at 100% efficiency
     c = CostModel(d).components(0, 0.0, 0.0, 0, 64, 0.0)
     routed = 2 * 4 * x
     flops_fp8 = routed * 64
-    flops_bf16 = (2 * (5.1e9 - 2 * head) - routed + 2 * head) * 64
+    flops_bf16 = (2 * (5.709e9 - 2 * head) - routed + 2 * head) * 64
     assert c.compute0_ns == pytest.approx(
         (flops_fp8 / 4500e12 + flops_bf16 / 2250e12) * 1e9, rel=1e-9)
     touched = 1 - (1 - 4 / 128) ** 64
@@ -92,7 +93,7 @@ def test_gpt_oss_keeps_its_dense_weights_in_bf16() -> None:
     # a model without the rule (NVFP4-style: everything FP4) reads a quarter as much
     plain = Deployment(a, replace(OSS, dense_precision=None), Precision.FP4)
     assert plain.dense_dtype is Precision.FP4
-    assert plain.weight_bytes == pytest.approx(117e9 * 0.5, rel=1e-9)
+    assert plain.weight_bytes == pytest.approx(116.83e9 * 0.5, rel=1e-9)
     # FP8 or BF16 deployments are not widened further
     assert Deployment(a, OSS, Precision.BF16).dense_dtype is Precision.BF16
 
@@ -123,3 +124,57 @@ def test_vr200s_bf16_encoder_runs_at_its_bf16_figure() -> None:
     args = (1000, 1000 * 1001 / 2, 0.0, 1, 0, 0.0)
     extra = c.cost(*args, encoder_flops=1e15).compute_ns - c.cost(*args).compute_ns
     assert extra == pytest.approx(1e15 / (4 * 8333e12) * 1e9, rel=1e-6)
+
+
+def test_gpt_oss_step_from_its_config_shapes() -> None:
+    """gpt-oss-120b's per-token matmul work, by hand from its config.json (36 layers,
+    hidden 2880, 64 query heads and 8 KV heads of 64 dims, 128 experts of intermediate
+    2880, 4 a token, vocab 201088), not from the model card's active count (which leaves
+    the input embedding out): attention projections q 2880 x 4096, k and v 2880 x 512
+    each, o 4096 x 2880, and the router 2880 x 128, per layer, run at BF16; 4 SwiGLU
+    experts of 3 x 2880 x 2880 per layer run W4A8 at FP8. A 4096-token prefill chunk on
+    B200 at 100% efficiency takes their FLOPs over 2250 (BF16) and 4500 (FP8) dense
+    TFLOPS, plus the output head for the chunk's last token (BF16) and attention over
+    the chunk's pairs (the full-attention half of the layers) at FP8. With the card's
+    5.1e9 taken as including the embedding, the BF16 projections came out a third of
+    their size and the step 21% short."""
+    a = find_accelerator("B200")
+    layers, h = 36, 2880
+    attn = layers * (h * 4096 + 2 * h * 512 + 4096 * h)  # 0.955e9
+    router = layers * h * 128
+    experts = layers * 4 * 3 * h * h  # 3.58e9
+    head = 201088 * h
+    n = 4096
+    pairs = n * (n + 1) / 2
+    pair_flops = 4 * (layers // 2) * 64 * 64  # QK and AV over the full-attention layers
+    by_hand = (2 * (attn + router) * n / 2250e12 + 2 * head / 2250e12
+               + (2 * experts * n + pair_flops * pairs) / 4500e12) * 1e9
+    c = CostModel(Deployment(a, OSS, Precision.FP4)).components(n, pairs, 0.0, 1, 0, 0.0)
+    assert c.compute0_ns == pytest.approx(by_hand, rel=0.01)
+    # the weights one accelerator reads: every expert (a 4096-token chunk touches all)
+    # at 4.25 bits (MXFP4 with its scales, counted as 4 here) and the rest at BF16
+    assert c.memory0_ns == pytest.approx(
+        ((attn + router + 2 * head) * 2 + 128 * layers * 3 * h * h * 0.5
+         + n * OSS.kv_values_per_token()) / 8e12 * 1e9, rel=0.01)
+
+
+def test_int8_weights_run_int8_where_the_accelerator_has_an_int8_rate() -> None:
+    """Arc Pro B60 lists 197 dense INT8 TOPS (160 XMX engines), twice its BF16 98.5:
+    Llama-3.1-8B's INT8 rows run W8A8 there, so a 4096-token prefill chunk at 100%
+    efficiency takes its FLOPs over 197e12, not over the BF16 figure; an accelerator
+    without an INT8 figure still widens INT8 weights to its narrowest float path."""
+    b60 = find_accelerator("Arc Pro B60")
+    assert b60.tflops_at(Precision.INT8) == 197
+    l8b = find_model("llama3.1-8b")
+    d = Deployment(b60, l8b, Precision.INT8)
+    assert d.compute_dtype is Precision.INT8
+    n = 4096
+    c = CostModel(d).components(n, n * (n + 1) / 2, 0.0, 1, 0, 0.0)
+    flops = (2 * l8b.body_params * n + 2 * l8b.head_params
+             + 4 * 32 * 32 * 128 * n * (n + 1) / 2)
+    assert c.compute0_ns == pytest.approx(flops / 197e12 * 1e9, rel=1e-9)
+    assert Deployment(find_accelerator("H200"), l8b, Precision.INT8).compute_dtype \
+        is Precision.FP8
+    # gpt-oss's MXFP4 experts on B60 (no FP4 or FP8 path) still dequantise to BF16
+    assert Deployment(b60, OSS, Precision.FP4).compute_dtype is Precision.BF16
+    assert "int8" not in find_accelerator("B200").tflops  # no figure: no key

@@ -114,10 +114,10 @@ def test_the_precision_a_row_states():
     assert stated_precision("fp32") is None and stated_precision("UNSET") is None
     rows = [r for r in read_summary(TABLES["v6.0"]) if r.eligible]
     b60 = next(r for r in rows if r.accelerator == "Arc Pro B60" and r.precision == "int8")
-    # Arc Pro B60 has no FP8 (or INT8) tensor figure: INT8 weights are weight-only
+    # Arc Pro B60 has no FP8 tensor figure but an INT8 one: INT8 weights run INT8 there
     d = Deployment(find_accelerator("Arc Pro B60"), find_model(b60.benchmark or ""),
                    Precision.parse(b60.precision or ""))
-    assert d.compute_dtype is Precision.BF16 and d.precision.bytes == 1
+    assert d.compute_dtype is Precision.INT8 and d.precision.bytes == 1
     # FP8 where the accelerator has it: the rows' stated FP8 on Hopper and CDNA 3
     h200 = next(r for r in rows if r.accelerator == "H200" and r.precision == "fp8")
     assert Deployment(find_accelerator("H200"), find_model(h200.benchmark or ""),

@@ -11,7 +11,9 @@ Counting conventions used by the cost model:
 - parameters include both the input embedding and the (untied) output head, as the
   published totals do; every model in the table has untied embeddings, so the matmul
   work per token is ``2 x (active - vocab x hidden)`` FLOPs through the body plus
-  ``2 x vocab x hidden`` for the output head of a token that produces a logit;
+  ``2 x vocab x hidden`` for the output head of a token that produces a logit (a model
+  card whose active count leaves the input embedding out - gpt-oss's 5.13B - has it
+  added back in models.csv, or the body would lose a whole embedding's worth);
 - a mixture-of-experts model's routed-expert size is derived from the two published
   totals (``total = shared + E x e`` and ``active = shared + k x e``), which matches the
   configs' ``3 x hidden x moe_intermediate x layers`` within 1% for every MoE row;
@@ -313,6 +315,21 @@ def _domain(text: str) -> int:
     return 8
 
 
+def _rates(r: dict[str, str]) -> dict[str, float]:
+    """A row's dense rates by precision. ``int8_dense_tops`` (the last column, filled
+    only where the table has a figure: rows without it end before it) adds an integer
+    path: INT8 weights then run INT8 matmuls (W8A8) at that rate instead of being
+    widened to a float format (:meth:`Accelerator.compute_precision`). The key is left
+    out where there is no figure, so the other accelerators pickle as before (the
+    calibration caches key on pickled deployments)."""
+    out = {"bf16": _f(r["bf16_dense_tflops"]), "fp8": _f(r["fp8_dense_tflops"]),
+           "fp4": _f(r["fp4_dense_tflops"])}
+    int8 = _f(r.get("int8_dense_tops") or "")
+    if int8:
+        out["int8"] = int8
+    return out
+
+
 @cache
 def accelerators() -> dict[str, Accelerator]:
     out: dict[str, Accelerator] = {}
@@ -327,11 +344,7 @@ def accelerators() -> dict[str, Accelerator]:
             memory_type=r["memory_type"],
             hbm_gb=_f(r["hbm_capacity_gb"]),
             hbm_tb_s=_f(r["hbm_bandwidth_tb_s"]),
-            tflops={
-                "bf16": _f(r["bf16_dense_tflops"]),
-                "fp8": _f(r["fp8_dense_tflops"]),
-                "fp4": _f(r["fp4_dense_tflops"]),
-            },
+            tflops=_rates(r),
             scale_up_gb_s_bidir=_f(r["scale_up_bw_gb_s_per_gpu_bidir"]),
             tdp_w=_f(r["tdp_w"]),
             scale_up_domain=_domain(r["context"] + " " + r["scale_up_interconnect"]),
