@@ -586,3 +586,41 @@ def test_a_models_debut_rows_do_not_fit_the_groups_physical_parameters():
     x3 = f3.stage1(("X", "trtllm", "v5.1"))
     assert x3 is not None and x3[0].mfu != x[0].mfu
     assert dreplace(x[0], source="") != dreplace(g, source="")
+
+
+def test_a_rows_interactive_parameters_come_from_its_offline_groups_chain():
+    """The shipped table holds a group's row only where stage 1 fitted it, so a user of an
+    architecture without one (Y: Offline rows from one system) gets its predecessor's
+    (Hopper's) row, Interactive included. The forward evaluation gives Y's Interactive
+    rows the same: Hopper's inverted ``mbu`` (0.3), not the 0.6 of Y's own two
+    Interactive systems, which no table row carries (the code before took Y's)."""
+    from types import SimpleNamespace
+
+    from tokenmark.sim.calibration import Fit
+
+    truth = Efficiency(mfu=0.5, mbu=0.75, step_overhead_ns=1_500_000, seq_overhead_ns=2_000)
+    h100 = find_accelerator("H100")
+    rows, traces = [], {}
+    for i, (arch, system) in enumerate((("Hopper", "h1"), ("Hopper", "h2"), ("Y", "y1"))):
+        s, t = _synthetic_setup(i, "v4.1", "A", arch, system, truth)
+        s.plans[0].deployment.accelerator = h100  # type: ignore[attr-defined]
+        rows.append(s)
+        traces[s.key] = [t]  # type: ignore[attr-defined]
+    lat = []
+    for i, (arch, system) in enumerate((("Hopper", "h1"), ("Hopper", "h2"), ("Y", "y1"),
+                                        ("Y", "y2"))):
+        row = SimpleNamespace(**{**vars(rows[0].row), "scenario": "Interactive",  # type: ignore[attr-defined]
+                                 "system_key": ("v4.1", system, arch), "index": 10 + i})
+        lat.append(SimpleNamespace(**{**vars(rows[0]), "row": row, "key": ("t", 10 + i),
+                                      "arch": arch}))
+    f = Fit(rows, traces)  # type: ignore[arg-type]
+    f.train = rows + lat  # type: ignore[assignment]
+    f.set_inverted({s.key: (0, [m, m]) for s, m in zip(lat, (0.3, 0.3, 0.6, 0.6),  # type: ignore[attr-defined]
+                                                         strict=True)})
+    assert f._offline(lat[2])[1] == "Hopper/trtllm/*"  # type: ignore[arg-type]
+    sp = f.speed(lat[2])[0]  # type: ignore[arg-type]
+    got = f.latency_params(lat[2])[0]  # type: ignore[arg-type]
+    assert got.mbu == pytest.approx(0.3 * sp / f.speed(lat[0])[0])  # type: ignore[arg-type]
+    table = f.table()
+    assert not any(k[0] == "Y" for k in table)
+    assert got.mbu == pytest.approx(table[("Hopper", "trtllm", "*", "Interactive")][0].mbu * sp)
