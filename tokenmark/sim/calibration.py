@@ -102,7 +102,7 @@ than borrowing a generation's parameters its hardware does not share (Blackwell'
 72 GB300s, 1.43x too high). Where a group's mature rows hardly bind ``mbu``, it stays
 near the prior's centre (``tokenmark.sim.fit.PRIOR``) instead of following one debut
 model: Blackwell v5.1's rows (Llama-2-70B's steps mostly compute-bound) have a
-root-mean-square log error of 0.097-0.104 at any ``mbu`` from 0.3 to 0.9, so only
+root-mean-square log error of 0.096-0.103 at any ``mbu`` from 0.3 to 0.9, so only
 DeepSeek-R1's rows, co-fitted with its level, had set it.
 
 **Groups** go from specific to general: (architecture, stack, round) - the round
