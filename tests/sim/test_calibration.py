@@ -500,3 +500,127 @@ def test_stage2_takes_the_serial_fraction_that_reproduces_the_most_systems():
     mbu, serial, systems = got
     assert serial == 1.0 and systems == 4
     assert mbu == pytest.approx(math.sqrt(0.243 * 0.332))
+
+
+def _synthetic_setup(i: int, rnd: str, model: str, arch: str, system: str,
+                     eff: Efficiency) -> tuple[object, OfflineTrace]:
+    """A synthetic Offline row whose published result is its trace's rate under ``eff``:
+    the trace's steps (hidden 8192, so the size exponent does not matter) mix
+    compute-bound and memory-bound ones in a proportion of its own."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(i)
+    steps = 200
+    c0 = rng.uniform(0.2e6, 3e6, steps) * (1 + i % 3)
+    m0 = rng.uniform(0.5e6, 2.5e6, steps) * (1 + (i + 1) % 4)
+    t = OfflineTrace(c0, m0, np.zeros(steps), rng.integers(1, 64, steps).astype(float),
+                     units=1e5 * (1 + i % 5), replicas=1, hidden=8192)
+    row = SimpleNamespace(round=rnd, scenario="Offline", benchmark=model.lower(),
+                          system_key=(rnd, system, arch), index=i, source="t",
+                          result=predict_rate(t, eff))
+    model_ns = SimpleNamespace(name=model)
+    s = SimpleNamespace(row=row, key=("t", i), arch=arch, stack="trtllm", vendor="NVIDIA",
+                        plans=[SimpleNamespace(deployment=SimpleNamespace(model=model_ns))])
+    return s, t
+
+
+def test_a_models_debut_rows_do_not_fit_the_groups_physical_parameters():
+    """A debut round says how mature the model's software is, not how fast the hardware
+    is. Hopper (two systems) runs model A in v4.1 and v5.1 at the group's parameters
+    (put at the prior's centre, where the fit's optimum is exactly them) and model B in
+    its debut round, v5.1, at half their speed. The group is fitted on A's rows only, so
+    it comes out as generated and A's rows are reproduced; B's level is its rows' log
+    residual (log 0.5 each) over its 2 rows plus LEVEL_SHRINK: 0.5 ** (2/3) = 0.630 by
+    hand; and B's published results do not move the group at all. On the code before
+    (every row fitted the groups, B's level backfitted with them) the v5.1 group took
+    mfu 0.30, A's v5.1 rows came out 0.87x and 0.93x of their results and B's level
+    0.81.
+    An architecture whose mature rows come from one system (X: A on one, B debuting on
+    another) is not anchored: its group is fitted on all its rows, B's at the level
+    measured on Hopper, which X's rows do not change."""
+    from dataclasses import replace as dreplace
+
+    from tokenmark.sim.calibration import LEVEL_SHRINK, Fit
+
+    truth = Efficiency(mfu=0.5, mbu=0.75, step_overhead_ns=1_500_000, seq_overhead_ns=2_000)
+
+    def build(b_factor: float, x_factor: float = 1.0) -> tuple[Fit, list[object]]:
+        rows, traces = [], {}
+        spec = [("v4.1", "A", "Hopper", "h100", 1.0), ("v4.1", "A", "Hopper", "h200", 1.0),
+                ("v5.1", "A", "Hopper", "h100", 1.0), ("v5.1", "A", "Hopper", "h200", 1.0),
+                ("v5.1", "B", "Hopper", "h100", 0.5 * b_factor),
+                ("v5.1", "B", "Hopper", "h200", 0.5 * b_factor),
+                ("v5.1", "A", "X", "x1", 1.0), ("v5.1", "B", "X", "x2", 0.5 * x_factor)]
+        for i, (rnd, model, arch, system, speed) in enumerate(spec):
+            s, t = _synthetic_setup(i, rnd, model, arch, system, truth.at_speed(speed))
+            rows.append(s)
+            traces[s.key] = [t]  # type: ignore[attr-defined]
+        return Fit(rows, traces), rows  # type: ignore[arg-type]
+
+    f, rows = build(1.0)
+    got = f.stage1(("Hopper", "trtllm", "v5.1"))
+    assert got is not None and got[2] == 2
+    g = got[0]
+    assert g.mfu == pytest.approx(0.5, rel=0.01) and g.mbu == pytest.approx(0.75, rel=0.01)
+    for s in rows[2:4]:  # A's v5.1 rows, reproduced
+        pred = predict_rate(f.traces[s.key][0], f.offline_params(s)[0])  # type: ignore[attr-defined]
+        assert pred == pytest.approx(s.row.result, rel=0.01)  # type: ignore[attr-defined]
+    assert LEVEL_SHRINK == 1.0
+    b_speed, how = f.speed(rows[4])  # type: ignore[arg-type]
+    assert how == "B/trtllm/v5.1"
+    assert b_speed == pytest.approx(0.5 ** (2 / 3), rel=0.01)
+    # B's results do not move the group: the same parameters with B 0.7x as fast again
+    f2, _ = build(0.7)
+    g2 = f2.stage1(("Hopper", "trtllm", "v5.1"))
+    assert g2 is not None
+    assert (g2[0].mfu, g2[0].mbu, g2[0].step_overhead_ns, g2[0].seq_overhead_ns) == (
+        g.mfu, g.mbu, g.step_overhead_ns, g.seq_overhead_ns)
+    assert f2.speed(rows[4])[0] == pytest.approx(b_speed * 0.7 ** (2 / 3), rel=0.01)  # type: ignore[arg-type]
+    assert f.debut_round == {"B": "v5.1"} and f.anchored == {"Hopper"}
+    # X: not anchored (A's rows from one system), so its own group, fitted on both its
+    # rows, B's at Hopper's level for B, which X's B row does not change
+    x = f.stage1(("X", "trtllm", "v5.1"))
+    assert x is not None and x[2] == 2 and f._offline(rows[6])[1] == "X/trtllm/v5.1"  # type: ignore[arg-type]
+    f3, _ = build(1.0, x_factor=0.6)
+    assert f3.speed(rows[7])[0] == pytest.approx(b_speed, rel=1e-9)  # type: ignore[arg-type]
+    x3 = f3.stage1(("X", "trtllm", "v5.1"))
+    assert x3 is not None and x3[0].mfu != x[0].mfu
+    assert dreplace(x[0], source="") != dreplace(g, source="")
+
+
+def test_a_rows_interactive_parameters_come_from_its_offline_groups_chain():
+    """The shipped table holds a group's row only where stage 1 fitted it, so a user of an
+    architecture without one (Y: Offline rows from one system) gets its predecessor's
+    (Hopper's) row, Interactive included. The forward evaluation gives Y's Interactive
+    rows the same: Hopper's inverted ``mbu`` (0.3), not the 0.6 of Y's own two
+    Interactive systems, which no table row carries (the code before took Y's)."""
+    from types import SimpleNamespace
+
+    from tokenmark.sim.calibration import Fit
+
+    truth = Efficiency(mfu=0.5, mbu=0.75, step_overhead_ns=1_500_000, seq_overhead_ns=2_000)
+    h100 = find_accelerator("H100")
+    rows, traces = [], {}
+    for i, (arch, system) in enumerate((("Hopper", "h1"), ("Hopper", "h2"), ("Y", "y1"))):
+        s, t = _synthetic_setup(i, "v4.1", "A", arch, system, truth)
+        s.plans[0].deployment.accelerator = h100  # type: ignore[attr-defined]
+        rows.append(s)
+        traces[s.key] = [t]  # type: ignore[attr-defined]
+    lat = []
+    for i, (arch, system) in enumerate((("Hopper", "h1"), ("Hopper", "h2"), ("Y", "y1"),
+                                        ("Y", "y2"))):
+        row = SimpleNamespace(**{**vars(rows[0].row), "scenario": "Interactive",  # type: ignore[attr-defined]
+                                 "system_key": ("v4.1", system, arch), "index": 10 + i})
+        lat.append(SimpleNamespace(**{**vars(rows[0]), "row": row, "key": ("t", 10 + i),
+                                      "arch": arch}))
+    f = Fit(rows, traces)  # type: ignore[arg-type]
+    f.train = rows + lat  # type: ignore[assignment]
+    f.set_inverted({s.key: (0, [m, m]) for s, m in zip(lat, (0.3, 0.3, 0.6, 0.6),  # type: ignore[attr-defined]
+                                                         strict=True)})
+    assert f._offline(lat[2])[1] == "Hopper/trtllm/*"  # type: ignore[arg-type]
+    sp = f.speed(lat[2])[0]  # type: ignore[arg-type]
+    got = f.latency_params(lat[2])[0]  # type: ignore[arg-type]
+    assert got.mbu == pytest.approx(0.3 * sp / f.speed(lat[0])[0])  # type: ignore[arg-type]
+    table = f.table()
+    assert not any(k[0] == "Y" for k in table)
+    assert got.mbu == pytest.approx(table[("Hopper", "trtllm", "*", "Interactive")][0].mbu * sp)

@@ -82,13 +82,39 @@ kernels cost is fitted on earlier debuts, never set per model or row. Stage 2's
 the group's too; its Server speeds are made at the row's level. Levels are per model,
 stack and round - never per system or row.
 
+**Debut rounds fit levels, not groups**: a model's debut round (its first round in the
+training set, when that is not the set's first round) says how mature that model's
+software is, not how fast the hardware is. So a group's physical parameters (``mfu``,
+``mbu``, the overheads, and the size exponent) are fitted on the rows of models past
+their debut round, and a debut model's level is then fitted against those groups, which
+its rows do not enter. Fitted together (before), the two are confounded: a level is
+shrunk toward its group, so a debut model far below it (DeepSeek-R1 in v5.1, its steps
+nearly all memory-bound) pulled its groups down with it - in the v6.0 step Blackwell's
+v5.1 ``mbu`` 0.42 (0.74 without those rows) and Blackwell Ultra's ``mfu`` 0.23 on two
+systems, both DeepSeek-R1's, which every other model on those parts paid. An
+architecture is *anchored* when its rows of models past their debut come from at least
+``MIN_SYSTEMS`` systems; every level is measured on the anchored architectures' rows (on
+all its rows where it has none there), and an architecture that is not anchored
+(Blackwell Ultra and Xe2 before v6.0: one such system each) fits its groups on all its
+rows, each at its model's level measured elsewhere (DeepSeek-R1's on Blackwell), rather
+than borrowing a generation's parameters its hardware does not share (Blackwell's
+``mfu`` on Blackwell Ultra's 1.5x FP4 peak puts its one mature row, Llama-3.1-405B on
+72 GB300s, 1.43x too high). Where a group's mature rows hardly bind ``mbu``, it stays
+near the prior's centre (``tokenmark.sim.fit.PRIOR``) instead of following one debut
+model: Blackwell v5.1's rows (Llama-2-70B's steps mostly compute-bound) have a
+root-mean-square log error of 0.096-0.103 at any ``mbu`` from 0.3 to 0.9, so only
+DeepSeek-R1's rows, co-fitted with its level, had set it.
+
 **Groups** go from specific to general: (architecture, stack, round) - the round
 standing for the software release - where the newest round up to the row's own with
 rows from at least ``MIN_SYSTEMS`` systems is taken (a round's software is at least
-the last one's), then (architecture, stack), the architecture; an architecture with no
-rows of its own (a new generation: CDNA 4 before v5.1, Rubin before v6.1) takes its
-vendor's most capable architecture that has rows (the same software on the next
-part), then the vendor and everything.
+the last one's), then (architecture, stack), the architecture; an architecture without
+a group of its own (group rows from fewer than ``MIN_SYSTEMS`` systems, as a shipped
+table without its rows: a new generation, CDNA 4 before v5.1, Rubin before v6.1) takes
+its vendor's most capable architecture that has one (the same software on the next
+part), then the vendor and everything. A row's Interactive parameters are looked for
+from the group its Offline parameters come from on, as the shipped table's row for that
+group holds them.
 
 **How each row is set up** (:mod:`tokenmark.sim.plan`): the accelerator, its count
 and nodes from the row (the scale-up domain the accelerator's: 72 for NVL72 parts),
@@ -396,6 +422,24 @@ class Fit:
         self.inverted: dict[tuple[Any, ...], tuple[int, list[float]]] = {}
         self.speeds: dict[tuple[Any, ...], float] = {}
         self.offline = self._dedup([s for s in train if s.row.scenario == "Offline"])
+        #: each model's debut round, for a model that debuted after the training set's
+        #: first round (one already there in the first round debuted before it)
+        self.debut_round = self._debut_rounds(self.offline)
+        #: the architectures whose rows of models past their debut round come from
+        #: enough systems to fit their groups on those alone
+        mature: dict[str, set[tuple[str, str, str]]] = defaultdict(set)
+        for s in self.offline:
+            if not self.is_debut(s):
+                mature[s.arch].add(s.row.system_key)
+        self.anchored = {a for a, v in mature.items() if len(v) >= MIN_SYSTEMS}
+        #: the rows the groups' physical parameters are fitted on: a debut round's rows
+        #: say how mature the model's software is, not how fast the hardware is, so they
+        #: are left out, but on an architecture not anchored (module docstring)
+        self.group_rows = [s for s in self.offline
+                           if not self.is_debut(s) or s.arch not in self.anchored]
+        self._arch_systems: dict[str, set[tuple[str, str, str]]] = defaultdict(set)
+        for s in self.group_rows:
+            self._arch_systems[s.arch].add(s.row.system_key)
         self.latency: list[Setup] = []
         #: each (system, benchmark, round)'s Offline rows (stage 2's pairs)
         self._offline_by: dict[tuple[Any, ...], list[Setup]] = defaultdict(list)
@@ -434,23 +478,42 @@ class Fit:
                 out.append(s)
         return out
 
+    @staticmethod
+    def _debut_rounds(offline: list[Setup]) -> dict[str, str]:
+        """Each model's first round in ``offline``, for the models whose first round is
+        not the first round of ``offline`` (a model there already may have debuted
+        before it)."""
+        first: dict[str, str] = {}
+        for s in offline:
+            m = model_of(s)
+            if m not in first or round_key(s.row.round) < round_key(first[m]):
+                first[m] = s.row.round
+        start = min(first.values(), key=round_key, default="")
+        return {m: r for m, r in first.items() if r != start}
+
+    def is_debut(self, s: Setup) -> bool:
+        """Whether ``s`` is a row of its model's debut round."""
+        return self.debut_round.get(model_of(s)) == s.row.round
+
     # -- groups -----------------------------------------------------------------------------
     def _rounds(self, arch: str, stack: str) -> list[str]:
-        """Rounds whose Offline rows of (arch, stack) come from enough systems."""
+        """Rounds whose group rows (:attr:`mature`) of (arch, stack) come from enough
+        systems."""
         by: dict[str, set[tuple[str, str, str]]] = defaultdict(set)
-        for s in self.offline:
+        for s in self.group_rows:
             if s.arch == arch and s.stack == stack:
                 by[s.row.round].add(s.row.system_key)
         return sorted((r for r, v in by.items() if len(v) >= MIN_SYSTEMS), key=round_key)
 
     def _predecessor(self, arch: str, vendor: str) -> str | None:
-        """The vendor's most capable architecture with rows, for an architecture with
-        none (peak dense compute at the narrowest precision it has)."""
-        if any(s.arch == arch for s in self.offline):
+        """For an architecture without a group of its own (group rows from fewer than
+        ``MIN_SYSTEMS`` systems, as a table without its rows): the vendor's most capable
+        architecture with one (peak dense compute at the narrowest precision it has)."""
+        if len(self._arch_systems.get(arch, ())) >= MIN_SYSTEMS:
             return None
         best: tuple[float, str] | None = None
-        for s in self.offline:
-            if s.vendor != vendor:
+        for s in self.group_rows:
+            if s.vendor != vendor or len(self._arch_systems[s.arch]) < MIN_SYSTEMS:
                 continue
             acc = s.plans[0].deployment.accelerator
             peak = acc.tflops_at(acc.lowest_precision)
@@ -502,32 +565,37 @@ class Fit:
         the group as if it had that many more rows at zero), and the groups are refitted
         on the results over the models' speeds; then the new-model prior from the
         models' debut rounds."""
+        # a level is measured on the anchored architectures (a debut round's: against
+        # groups its rows do not enter), on all its rows when it has none there; an
+        # architecture not anchored then fits its groups on its rows at those levels
+        measured = {self._level_key(s) for s in self.offline if s.arch in self.anchored}
+        rows = [s for s in self.offline
+                if s.arch in self.anchored or self._level_key(s) not in measured]
         for _ in range(LEVEL_ITERS):
-            resid: dict[tuple[str, str, str], list[float]] = defaultdict(list)
-            for s in self.offline:
-                eff = self._offline(s)[0]
-                pred = max(predict_rate(t, eff) for t in self.traces[s.key])
-                resid[self._level_key(s)].append(math.log(s.row.result / max(pred, 1e-9)))
-            for k, r in resid.items():
-                self.level[k] = sum(r) / (len(r) + LEVEL_SHRINK)
-                self.level_rows[k] = len(r)
+            self._set_levels(rows)
             self._stage1.clear()
-        # a model's debut: its first round, when that is not the first round of the
-        # training set (a model already there in the first round debuted before it)
-        first_round = min((s.row.round for s in self.offline), key=round_key, default="")
-        debut: dict[str, str] = {}
-        for (m, _st, rnd) in self.level:
-            if m not in debut or round_key(rnd) < round_key(debut[m]):
-                debut[m] = rnd
+        # the debut rounds' levels once more, against the anchored groups as they end
+        self._set_levels([s for s in rows if self.is_debut(s)])
+        self._stage1.clear()
         self.debuts = {}
-        for m, rnd in debut.items():
-            if rnd == first_round:
-                continue
+        for m, rnd in self.debut_round.items():
             ks = [k for k in self.level if k[0] == m and k[2] == rnd]
             n = sum(self.level_rows[k] for k in ks)
             self.debuts[m] = (rnd, sum(self.level[k] * self.level_rows[k] for k in ks) / n)
         self.new_model = (float(np.median([v for _, v in self.debuts.values()]))
                           if self.debuts else 0.0)
+
+    def _set_levels(self, rows: list[Setup]) -> None:
+        """Each (model, stack, round) of ``rows``: the sum of its rows' log residuals
+        against their groups over its row count plus ``LEVEL_SHRINK``."""
+        resid: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+        for s in rows:
+            eff = self._offline(s)[0]
+            pred = max(predict_rate(t, eff) for t in self.traces[s.key])
+            resid[self._level_key(s)].append(math.log(s.row.result / max(pred, 1e-9)))
+        for k, r in resid.items():
+            self.level[k] = sum(r) / (len(r) + LEVEL_SHRINK)
+            self.level_rows[k] = len(r)
 
     def model_level(self, model: str, stack: str, round_: str) -> tuple[float, str]:
         """The log speed of ``model`` on ``stack`` for a row of ``round_``
@@ -550,7 +618,7 @@ class Fit:
         a = self.alpha if alpha is None else alpha
         k = (level, a)
         if k not in self._stage1:
-            rows = [s for s in self.offline if self._matches(s, level)]
+            rows = [s for s in self.group_rows if self._matches(s, level)]
             systems = {s.row.system_key for s in rows}
             if len(systems) < MIN_SYSTEMS:
                 self._stage1[k] = None
@@ -563,7 +631,7 @@ class Fit:
         best = (math.inf, 0.0)
         for a in ALPHA_GRID:
             errs = []
-            for s in self.offline:
+            for s in self.group_rows:
                 eff = self._offline(s, a)[0]
                 pred = max(predict_rate(t, eff) for t in self.traces[s.key])
                 errs.append(math.log(max(pred, 1e-9) / s.row.result) ** 2)
@@ -577,6 +645,16 @@ class Fit:
                 return got[0], "/".join(level)
         a = self.alpha if alpha is None else alpha
         return replace(Efficiency(), size_exponent=a, source="defaults"), "defaults"
+
+    def _from_offline_group(self, s: Setup) -> list[Level]:
+        """``s``'s groups from the one its Offline parameters come from on: the groups
+        its Interactive parameters are looked for in, as the shipped table's row for that
+        group holds them (:meth:`table`; a group without stage-1 parameters has no row
+        there, so a user's :func:`~tokenmark.sim.params.efficiency_for` never sees its
+        Interactive rows)."""
+        chain = self.levels(s)
+        first = next((i for i, lv in enumerate(chain) if self.stage1(lv) is not None), 0)
+        return chain[first:]
 
     def offline_params(self, s: Setup) -> tuple[Efficiency, str]:
         """A row's Offline parameters: its group's at its model's speed."""
@@ -669,7 +747,7 @@ class Fit:
             return (eff.at_speed(srv[0], f"{eff.source}; Server x{srv[0]:.3f} from {where}"),
                     f"{used} (Server x{srv[0]:.3f} from {where})")
         sp = self.speed(s)[0]
-        for level in self.levels(s):
+        for level in self._from_offline_group(s):
             for sc in (s.row.scenario, ""):
                 got = self.stage2(level, sc)
                 if got is not None:

@@ -290,7 +290,9 @@ def write_efficiency(path: Path, params: dict[tuple[str, str, str, str],
                         f"{eff.seq_overhead_ns / 1000:.2f}", f"{eff.size_exponent:.2f}",
                         f"{eff.serial_fraction:.2f}", n, f"{ape:.4f}",
                         "fitted on the rounds up to v6.0 by bench/calibrate.py: mfu and "
-                        "overheads on Offline rows, Server: one speed on Offline's per "
+                        "overheads on Offline rows (of models past their debut round, "
+                        "where the architecture has enough), Server: one speed on "
+                        "Offline's per "
                         "vendor from Server rows, Interactive: mbu and serial fraction "
                         "from Interactive rows"])
 
@@ -306,7 +308,8 @@ def write_levels(path: Path, levels: list[tuple[str, str, str, float, int]]) -> 
                         "new-model prior: median level of the earlier models in their "
                         "first round (n: models)" if model == "*" else
                         "fitted by bench/calibrate.py on the Offline rows of the "
-                        "rounds before the newest forward step against their groups"])
+                        "rounds before the newest forward step against their groups "
+                        "(a debut round's: against groups its rows do not enter)"])
 
 
 def _num(v: float) -> str:
