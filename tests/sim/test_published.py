@@ -109,7 +109,14 @@ def test_rows_of_the_new_benchmarks_and_parts_are_read():
 def test_the_precision_a_row_states():
     assert stated_precision("fp4") == "fp4"
     assert stated_precision("NVFP4 weights and activations; FP8 KV cache") == "fp4"
-    assert stated_precision("BF16/F32/F8_E4M3/U8") == "fp8"
+    # a checkpoint's dtypes: U8 (packed E2M1 pairs) beside F8_E4M3 block scales is NVFP4
+    assert stated_precision("BF16/F32/F8_E4M3/U8") == "fp4"
+    assert stated_precision("BF16/F8_E4M3/U8") == "fp4"
+    assert stated_precision("BF16/F32/F8_E4M3") == "fp8"  # an FP8 checkpoint
+    nebius = [r for r in read_summary(TABLES["v6.0"])
+              if r.submitter == "Nebius" and r.accelerator == "B300"
+              and r.benchmark == "qwen3-vl-235b-a22b"]
+    assert len(nebius) == 2 and {r.precision for r in nebius} == {"fp4"}
     assert stated_precision("INT8") == "int8" and stated_precision("UINT4") == "int4"
     assert stated_precision("fp32") is None and stated_precision("UNSET") is None
     rows = [r for r in read_summary(TABLES["v6.0"]) if r.eligible]

@@ -124,3 +124,27 @@ def test_server_sweep_carries_the_last_query_spread():
         assert p.efficiency_low <= p.efficiency <= p.efficiency_high
     # the base against itself: the spread of two independent draws, around 1
     assert base.efficiency_low < 1.0 < base.efficiency_high
+
+
+def test_an_end_to_end_limit_is_judged_over_the_rules_minimum_run():
+    # Qwen3-VL's limit is one end-to-end p99 (12 s Server); two request lives are two
+    # limits, 24 s, so a probe at 10 queries/s would hold max(100, 10 x 24) = 240
+    # requests; the p99 is LoadGen's over a run of at least mlperf.conf's 600 s, so the
+    # probe spans 10 x 600 = 6,000 arrivals, 90% of them measured (the first 10% warm up)
+    from tokenmark.mlperf.settings import LatencyLimits
+    from tokenmark.sim.search import E2E_SPAN_S, replica_server_run
+
+    assert E2E_SPAN_S == 600.0
+    d = Deployment(find_accelerator("H200"), find_model("llama3.1-8b"), Precision.FP8,
+                   replicas=1, efficiency=EFF, policy=ServingPolicy(max_num_seqs=64))
+    inp = np.full(16, 200, dtype=np.int64)
+    out = np.full(16, 20, dtype=np.int64)
+    e2e = replica_server_run(d, inp, out, 10.0, LatencyLimits(e2e_ns=12_000_000_000),
+                             requests=100)
+    assert e2e.e2e_ns is not None and e2e.e2e_ns.size == 6000 - 600
+    # TTFT/TPOT limits keep two lives: (2,000 ms + 100 ms x 20 tokens) x 2 = 8 s at
+    # 10 queries/s is 80 arrivals, below the 100 asked for
+    tok = replica_server_run(d, inp, out, 10.0,
+                             LatencyLimits(ttft_ns=2_000_000_000, tpot_ns=100_000_000),
+                             requests=100)
+    assert tok.e2e_ns is not None and tok.e2e_ns.size == 100 - 10

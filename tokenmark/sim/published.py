@@ -39,7 +39,15 @@ Each row also gets
 
 - its **precision** from the table's ``weight_data_types``: the narrowest weight
   format it names (``fp4``/``nvfp4``/``mxfp4``/``E2M1`` as fp4, ``fp8``/``F8_E4M3``
-  as fp8, ``int8``, ``int4``/``uint4``); a statement of only wide formats
+  as fp8, ``int8``, ``int4``/``uint4``). A list of a checkpoint's safetensors dtypes
+  naming ``U8`` beside ``F8_E4M3`` (Nebius' and Supermicro's Qwen3-VL rows:
+  ``BF16/F32/F8_E4M3/U8``) is an NVFP4 checkpoint, so fp4: NVFP4 stores its weights
+  packed two E2M1 values a byte (``weight_packed``, ``torch.uint8``, ``in / 2``
+  columns) with an ``F8_E4M3`` scale per 16 weights and an ``F32`` global scale
+  (vLLM ``compressed_tensors_w4a4_nvfp4.py``, ``CompressedTensorsW4A4Fp4.create_weights``),
+  the layout of NVIDIA's MLPerf Qwen3-VL checkpoint those runs serve (their software
+  column names NVIDIA's v6.0 Qwen3-VL stack); an FP8 checkpoint has no ``U8`` tensor.
+  A statement of only wide formats
   (bf16/fp16/fp32) or none leaves the planner's rule (the narrowest the accelerator
   computes), which the CSV rows, stating nothing, always get. Whether the accelerator
   computes that format natively is the deployment's business
@@ -174,6 +182,10 @@ def stated_precision(text: str | None) -> str | None:
     names only wide formats (bf16, fp16, fp32) or nothing."""
     t = (text or "").lower()
     if re.search(r"fp4|e2m1", t):
+        return "fp4"
+    if re.search(r"\bu8\b", t) and re.search(r"f8_e4m3|e4m3", t):
+        # a checkpoint's safetensors dtypes: NVFP4 weights are stored packed, two E2M1
+        # values a byte (U8), with an F8_E4M3 scale per 16 (see the module docstring)
         return "fp4"
     if re.search(r"u?int4", t):
         return "int4"
