@@ -222,6 +222,12 @@ def test_a_new_architecture_takes_its_vendors_most_capable_one():
     assert params.efficiency_for(find_accelerator("MI355X"), rows=rows).mbu == 0.2
     # an architecture with its own rows keeps them
     assert params.efficiency_for(find_accelerator("H200"), rows=rows).mbu == 0.3
+    # a lesser part of a newer line is no flagship's successor: the RTX PRO 6000 (2 PF
+    # FP4, a PCIe card) takes the NVIDIA-wide row, not Blackwell Ultra's (15 PF), whose
+    # efficiencies put its v6.0 rows 50% low (the code before took them)
+    rtx = find_accelerator("RTX PRO 6000 Blackwell Server")
+    assert rtx.architecture == "RTX Blackwell"
+    assert params.efficiency_for(rtx, scenario="Server", rows=rows).mbu == 0.4
 
 
 def test_offline_trace_counts_the_answers_tokens_under_beam_search():

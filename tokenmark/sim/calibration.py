@@ -505,21 +505,27 @@ class Fit:
                 by[s.row.round].add(s.row.system_key)
         return sorted((r for r, v in by.items() if len(v) >= MIN_SYSTEMS), key=round_key)
 
-    def _predecessor(self, arch: str, vendor: str) -> str | None:
+    def _predecessor(self, s: Setup) -> str | None:
         """For an architecture without a group of its own (group rows from fewer than
         ``MIN_SYSTEMS`` systems, as a table without its rows): the vendor's most capable
-        architecture with one (peak dense compute at the narrowest precision it has)."""
+        architecture with one (peak dense compute at the narrowest precision it has),
+        if the row's accelerator is at least as capable - a successor; a lesser part
+        takes its vendor's parameters (:func:`~tokenmark.sim.params._predecessor`)."""
+        arch, vendor = s.arch, s.vendor
         if len(self._arch_systems.get(arch, ())) >= MIN_SYSTEMS:
             return None
         best: tuple[float, str] | None = None
-        for s in self.group_rows:
-            if s.vendor != vendor or len(self._arch_systems[s.arch]) < MIN_SYSTEMS:
+        for g in self.group_rows:
+            if g.vendor != vendor or len(self._arch_systems[g.arch]) < MIN_SYSTEMS:
                 continue
-            acc = s.plans[0].deployment.accelerator
+            acc = g.plans[0].deployment.accelerator
             peak = acc.tflops_at(acc.lowest_precision)
             if best is None or peak > best[0]:
-                best = (peak, s.arch)
-        return best[1] if best else None
+                best = (peak, g.arch)
+        if best is None:
+            return None
+        acc = s.plans[0].deployment.accelerator
+        return best[1] if acc.tflops_at(acc.lowest_precision) >= best[0] else None
 
     def levels(self, s: Setup) -> list[Level]:
         out: list[Level] = []
@@ -528,7 +534,7 @@ class Fit:
         if newer:
             out.append((s.arch, s.stack, newer[-1]))
         out += [(s.arch, s.stack, "*"), (s.arch, "*", "*")]
-        pre = self._predecessor(s.arch, s.vendor)
+        pre = self._predecessor(s)
         if pre is not None:
             out += [(pre, s.stack, "*"), (pre, "*", "*")]
         out += [(s.vendor, "*", "*"), ("*", "*", "*")]

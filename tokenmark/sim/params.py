@@ -107,7 +107,12 @@ def read_efficiency(path: Path) -> tuple[EfficiencyRow, ...]:
 def _predecessor(acc: Accelerator, families: set[str]) -> str | None:
     """For an architecture without rows: its vendor's most capable architecture that
     has some (peak dense compute at the narrowest precision of any of its parts in
-    accelerators.csv), the same software on the next generation."""
+    accelerators.csv), the same software on the next generation - if ``acc`` is at
+    least as capable, i.e. that architecture's successor (Vera Rubin after Blackwell
+    Ultra). A lesser part of a newer line (the RTX PRO 6000, a 2 PFLOPS PCIe card of
+    GDDR7, below Blackwell Ultra's 15) is no flagship's successor: its flagship's
+    efficiencies, fitted for the flagship's peak, put it 50% low; it takes its vendor's
+    pooled parameters (None)."""
     best: tuple[float, str] | None = None
     for a in accelerators().values():
         if a.vendor != acc.vendor or a.architecture not in families:
@@ -115,7 +120,9 @@ def _predecessor(acc: Accelerator, families: set[str]) -> str | None:
         peak = a.tflops_at(a.lowest_precision)
         if best is None or peak > best[0]:
             best = (peak, a.architecture)
-    return best[1] if best else None
+    if best is None or acc.tflops_at(acc.lowest_precision) < best[0]:
+        return None
+    return best[1]
 
 
 #: A model's level: log speed per (model, stack, round), and the new-model prior.
