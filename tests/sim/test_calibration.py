@@ -462,12 +462,15 @@ def test_stage2_leaves_out_inversions_clamped_at_the_ends_of_the_mbu_range():
     assert MIN_SYSTEMS == 2 and MBU_BOUNDS == (0.05, 1.0)
 
     def group(inverted: list[tuple[float, float]]) -> object:
-        rows = [SimpleNamespace(key=i, row=SimpleNamespace(scenario="Interactive",
-                                                           system_key=("v6.0", i)))
+        rows = [SimpleNamespace(key=i, arch="Blackwell",
+                                row=SimpleNamespace(scenario="Interactive",
+                                                    system_key=("v6.0", i)))
                 for i in range(len(inverted))]
-        return SimpleNamespace(latency=rows, _matches=lambda s, lv: True, _stage2={},
-                               inverted={i: (0, list(v)) for i, v in enumerate(inverted)},
-                               speed=lambda s: (1.0, "group"))
+        f = SimpleNamespace(latency=rows, _matches=lambda s, lv: True, _stage2={},
+                            inverted={i: (0, list(v)) for i, v in enumerate(inverted)},
+                            speed=lambda s: (1.0, "group"))
+        f._serial = Fit._one_serial(f)  # type: ignore[arg-type]
+        return f
 
     level = ("Blackwell", "trtllm", "v6.0")
     got = Fit.stage2(group([(0.05, 0.3), (0.05, 0.35), (0.4, 0.5)]),  # type: ignore[arg-type]
@@ -495,17 +498,47 @@ def test_stage2_takes_the_serial_fraction_that_reproduces_the_most_systems():
     from tokenmark.sim.calibration import Fit
 
     inverted = [(0.385, 0.243), (0.05, 0.411), (0.436, 0.332), (0.05, 0.24)]
-    rows = [SimpleNamespace(key=i, row=SimpleNamespace(scenario="Interactive",
-                                                       system_key=("v5.1", i)))
+    rows = [SimpleNamespace(key=i, arch="CDNA 3", row=SimpleNamespace(
+                scenario="Interactive", system_key=("v5.1", i)))
             for i in range(len(inverted))]
     f = SimpleNamespace(latency=rows, _matches=lambda s, lv: True, _stage2={},
                         inverted={i: (0, list(v)) for i, v in enumerate(inverted)},
                         speed=lambda s: (1.0, "group"))
+    f._serial = Fit._one_serial(f)  # type: ignore[arg-type]
     got = Fit.stage2(f, ("CDNA 3", "vllm", "v5.1"), "Interactive")  # type: ignore[arg-type]
     assert got is not None
     mbu, serial, systems = got
     assert serial == 1.0 and systems == 4
     assert mbu == pytest.approx(math.sqrt(0.243 * 0.332))
+
+
+def test_every_group_takes_the_one_serial_fraction_chosen_over_all_interactive_rows():
+    """Two architectures' Interactive rows. Alone, Blackwell's three systems (all found
+    either way; log spread 0.0 at serial 0, 0.08 at serial 1) would take serial 0 and
+    CDNA 3's four would take serial 1 (two of them clamped at serial 0). Chosen over all
+    seven, serial 1 reproduces 7 systems against serial 0's 5, so both groups take
+    serial 1: Blackwell's mbu is its serial-1 median 0.30, not its serial-0 0.20 (the
+    per-group choice flipped a group's Interactive rows by 10-30% on one system)."""
+    from types import SimpleNamespace
+
+    from tokenmark.sim.calibration import SERIALS, Fit
+
+    assert SERIALS == (0.0, 1.0)
+    inverted = {0: (0.2, 0.3), 1: (0.2, 0.28), 2: (0.2, 0.32),              # Blackwell
+                3: (0.385, 0.243), 4: (0.05, 0.411), 5: (0.436, 0.332), 6: (0.05, 0.24)}
+    arch = {i: "Blackwell" if i < 3 else "CDNA 3" for i in inverted}
+    rows = [SimpleNamespace(key=i, arch=arch[i], row=SimpleNamespace(
+                scenario="Interactive", system_key=("v5.1", i))) for i in inverted]
+    f = SimpleNamespace(latency=rows, _stage2={},
+                        _matches=lambda s, lv: s.arch == lv[0],
+                        inverted={i: (0, list(v)) for i, v in inverted.items()},
+                        speed=lambda s: (1.0, "group"))
+    f._serial = Fit._one_serial(f)  # type: ignore[arg-type]
+    assert f._serial == 1
+    bw = Fit.stage2(f, ("Blackwell", "trtllm", "v5.1"), "Interactive")  # type: ignore[arg-type]
+    cd = Fit.stage2(f, ("CDNA 3", "vllm", "v5.1"), "Interactive")  # type: ignore[arg-type]
+    assert bw == (pytest.approx(0.30), 1.0, 3)
+    assert cd is not None and cd[1] == 1.0 and cd[2] == 4
 
 
 def _synthetic_setup(i: int, rnd: str, model: str, arch: str, system: str,
