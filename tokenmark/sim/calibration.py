@@ -115,7 +115,9 @@ the last one's), then (architecture, stack), the architecture; an architecture w
 a group of its own (group rows from fewer than ``MIN_SYSTEMS`` systems, as a shipped
 table without its rows: a new generation, CDNA 4 before v5.1, Rubin before v6.1) takes
 its vendor's most capable architecture that has one (the same software on the next
-part), then the vendor and everything. A row's Interactive parameters are looked for
+part) when its own part is at least as capable (a successor; a lesser part of a newer
+line, the RTX PRO 6000 beside Blackwell Ultra, skips it), then the vendor and
+everything. A row's Interactive parameters are looked for
 from the group its Offline parameters come from on, as the shipped table's row for that
 group holds them.
 
@@ -528,8 +530,8 @@ class Fit:
 
     # -- groups -----------------------------------------------------------------------------
     def _rounds(self, arch: str, stack: str) -> list[str]:
-        """Rounds whose group rows (:attr:`mature`) of (arch, stack) come from enough
-        systems."""
+        """Rounds whose group rows (:attr:`group_rows`) of (arch, stack) come from
+        enough systems."""
         by: dict[str, set[tuple[str, str, str]]] = defaultdict(set)
         for s in self.group_rows:
             if s.arch == arch and s.stack == stack:

@@ -196,7 +196,8 @@ def efficiency_for(acc: Accelerator, stack: str | None = None,
     everything else (Server, the open-loop patterns, the emulated server: ``None``) the
     Server rows. Falls back (architecture, stack) -> architecture -> (for an
     architecture without rows, as calibration does: the vendor's most capable
-    architecture with rows, with the stack, then without) -> vendor -> global; a file
+    architecture with rows, with the stack, then without, when ``acc`` is at least as
+    capable: :func:`_predecessor`) -> vendor -> global; a file
     without a scenario column (``*``) serves every scenario. ``rows``: another table
     than the packaged one (:func:`read_efficiency`). With ``model`` (models.csv's
     name), the parameters at that model's speed on the stack (:func:`model_speed`;
