@@ -542,10 +542,13 @@ def test_every_group_takes_the_one_serial_fraction_chosen_over_all_interactive_r
 
 
 def _synthetic_setup(i: int, rnd: str, model: str, arch: str, system: str,
-                     eff: Efficiency) -> tuple[object, OfflineTrace]:
+                     eff: Efficiency, active: float = 8e9,
+                     vendor: str = "NVIDIA") -> tuple[object, OfflineTrace]:
     """A synthetic Offline row whose published result is its trace's rate under ``eff``:
     the trace's steps (hidden 8192, so the size exponent does not matter) mix
-    compute-bound and memory-bound ones in a proportion of its own."""
+    compute-bound and memory-bound ones in a proportion of its own; ``active`` is the
+    model's active parameter count (which decides whether a group's rows can tell its
+    overheads from its compute)."""
     from types import SimpleNamespace
 
     rng = np.random.default_rng(i)
@@ -557,18 +560,21 @@ def _synthetic_setup(i: int, rnd: str, model: str, arch: str, system: str,
     row = SimpleNamespace(round=rnd, scenario="Offline", benchmark=model.lower(),
                           system_key=(rnd, system, arch), index=i, source="t",
                           result=predict_rate(t, eff))
-    model_ns = SimpleNamespace(name=model)
-    s = SimpleNamespace(row=row, key=("t", i), arch=arch, stack="trtllm", vendor="NVIDIA",
+    model_ns = SimpleNamespace(name=model, active_params=active)
+    s = SimpleNamespace(row=row, key=("t", i), arch=arch, stack="trtllm", vendor=vendor,
                         plans=[SimpleNamespace(deployment=SimpleNamespace(model=model_ns))])
     return s, t
 
 
 def test_a_models_debut_rows_do_not_fit_the_groups_physical_parameters():
     """A debut round says how mature the model's software is, not how fast the hardware
-    is. Hopper (two systems) runs model A in v4.1 and v5.1 at the group's parameters
-    (put at the prior's centre, where the fit's optimum is exactly them) and model B in
-    its debut round, v5.1, at half their speed. The group is fitted on A's rows only, so
-    it comes out as generated and A's rows are reproduced; B's level is its rows' log
+    is. Hopper (two systems) runs model A in v4.1 and v5.1 and model C (four times A's
+    active parameters, so Hopper's groups over both rounds can fit their overheads) in
+    v4.1 at the group's parameters (put at the prior's centre, where the fit's optimum is
+    exactly them) and model B in its debut round, v5.1, at half their speed. The v5.1
+    group is fitted on A's rows only (its overheads Hopper's, A's and C's, as its one
+    model cannot tell them from its compute), so it comes out as generated and A's rows
+    are reproduced; B's level is its rows' log
     residual (log 0.5 each) over its 2 rows plus LEVEL_SHRINK: 0.5 ** (2/3) = 0.630 by
     hand; and B's published results do not move the group at all. On the code before
     (every row fitted the groups, B's level backfitted with them) the v5.1 group took
@@ -589,9 +595,11 @@ def test_a_models_debut_rows_do_not_fit_the_groups_physical_parameters():
                 ("v5.1", "A", "Hopper", "h100", 1.0), ("v5.1", "A", "Hopper", "h200", 1.0),
                 ("v5.1", "B", "Hopper", "h100", 0.5 * b_factor),
                 ("v5.1", "B", "Hopper", "h200", 0.5 * b_factor),
-                ("v5.1", "A", "X", "x1", 1.0), ("v5.1", "B", "X", "x2", 0.5 * x_factor)]
+                ("v5.1", "A", "X", "x1", 1.0), ("v5.1", "B", "X", "x2", 0.5 * x_factor),
+                ("v4.1", "C", "Hopper", "h100", 1.0), ("v4.1", "C", "Hopper", "h200", 1.0)]
         for i, (rnd, model, arch, system, speed) in enumerate(spec):
-            s, t = _synthetic_setup(i, rnd, model, arch, system, truth.at_speed(speed))
+            s, t = _synthetic_setup(i, rnd, model, arch, system, truth.at_speed(speed),
+                                    active=32e9 if model == "C" else 8e9)
             rows.append(s)
             traces[s.key] = [t]  # type: ignore[attr-defined]
         return Fit(rows, traces), rows  # type: ignore[arg-type]
@@ -663,3 +671,104 @@ def test_a_rows_interactive_parameters_come_from_its_offline_groups_chain():
     table = f.table()
     assert not any(k[0] == "Y" for k in table)
     assert got.mbu == pytest.approx(table[("Hopper", "trtllm", "*", "Interactive")][0].mbu * sp)
+
+
+def test_overheads_are_fitted_only_on_rows_of_models_of_different_sizes():
+    """A decode step's time per sequence is its compute per token over ``mfu`` plus the
+    per-sequence overhead: on one model both grow with the batch, so only models whose
+    active parameters differ at least ``OVERHEAD_SPAN`` times tell them apart.
+    Llama-3.1-8B (8.0B) with Llama-2-70B (69B) does; gpt-oss-120b (5.7B active) with
+    Llama-3.1-8B (1.4x) does not, nor one model on any number of systems."""
+    from types import SimpleNamespace
+
+    from tokenmark.sim.calibration import OVERHEAD_SPAN, spans_sizes
+
+    def rows(*names: str) -> list[SimpleNamespace]:
+        return [SimpleNamespace(plans=[SimpleNamespace(deployment=SimpleNamespace(
+            model=find_model(n)))]) for n in names]
+
+    assert OVERHEAD_SPAN == 2.0
+    assert spans_sizes(rows("llama3.1-8b", "llama2-70b-99"))  # type: ignore[arg-type]
+    assert spans_sizes(rows("llama2-70b-99", "deepseek-r1", "llama3.1-405b"))  # type: ignore[arg-type]
+    assert not spans_sizes(rows("gpt-oss-120b", "llama3.1-8b"))  # type: ignore[arg-type]
+    assert not spans_sizes(rows("llama2-70b-99", "llama2-70b-99.9", "llama2-70b-99"))  # type: ignore[arg-type]
+    assert not spans_sizes([])
+
+
+def test_fit_holds_given_overheads_and_fits_the_rest():
+    """``fit_efficiency(..., overheads=(step, seq))`` keeps both exactly as given and
+    fits ``mfu`` and ``mbu``: rows generated at mfu 0.5, mbu 0.75 (the prior's centre,
+    so the optimum is exactly them) and overheads 1.2 ms and 4 us (off it) are
+    reproduced, and the two recovered, when the overheads are given."""
+    truth = Efficiency(mfu=0.5, mbu=0.75, step_overhead_ns=1_200_000, seq_overhead_ns=4_000)
+    rows = []
+    for i in range(4):
+        _, t = _synthetic_setup(i, "v5.1", "A", "Hopper", f"h{i}", truth)
+        rows.append((t, predict_rate(t, truth)))
+    eff, ape = fit_efficiency(rows, Efficiency(), "given", overheads=(1_200_000, 4_000))
+    assert (eff.step_overhead_ns, eff.seq_overhead_ns) == (1_200_000, 4_000)
+    assert eff.mfu == pytest.approx(0.5, rel=0.01) and eff.mbu == pytest.approx(0.75, rel=0.01)
+    assert ape < 0.005
+
+
+def test_a_group_whose_rows_hold_one_model_size_takes_the_next_groups_overheads():
+    """v6.1 step, as it was: CDNA 4's v6.0 group was fitted on Llama-2-70B rows alone,
+    at FP4 and FP8, and came out with a per-sequence overhead of 38 us (CDNA 3: 2 us)
+    and mfu 0.65, which an 8B model and a 5.7B-active MoE paid 0.55-0.65x. Here CDNA 3
+    (two systems) runs model A (8B) and C (70B) in v5.1 at the prior's centre, so its
+    groups, and AMD's pooled over both architectures, can fit every parameter. CDNA 4
+    runs only C, in v6.0, at FP8 on one system and at FP4 (half the compute time and
+    weight reads) on another, whose kernels reach mfu 0.5 at FP8 but 0.3 at FP4: FP4 is
+    far less than twice as fast, which with one ``mfu`` only a large overhead (paid at
+    either precision alike) reproduces - fitted on its own rows (the code before) CDNA
+    4's step overhead came out 4.48 ms (mfu 0.67), three times AMD's 1.64 ms. Its rows
+    cannot tell the overheads from the compute, so each CDNA 4 group takes AMD's,
+    exactly, and fits its mfu and mbu with them; CDNA 3's own groups keep their own fit
+    (the generating 1.5 ms and 2 us)."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from tokenmark.sim.calibration import Fit
+
+    base = Efficiency(mfu=0.5, mbu=0.75, step_overhead_ns=1_500_000, seq_overhead_ns=2_000)
+    spec = [("v5.1", "A", "CDNA 3", "m1", 8e9), ("v5.1", "A", "CDNA 3", "m2", 8e9),
+            ("v5.1", "C", "CDNA 3", "m1", 70e9), ("v5.1", "C", "CDNA 3", "m2", 70e9)]
+    rows, traces = [], {}
+    for i, (rnd, model, arch, system, active) in enumerate(spec):
+        s, t = _synthetic_setup(i, rnd, model, arch, system, base, active=active, vendor="AMD")
+        rows.append(s)
+        traces[s.key] = [t]  # type: ignore[attr-defined]
+    # CDNA 4: one trace of C, at FP8 and at FP4 (every kernel's time halved)
+    rng = np.random.default_rng(7)
+    c0, m0 = rng.uniform(2e6, 6e6, 300), rng.uniform(0.5e6, 2.5e6, 300)
+    seqs = rng.integers(32, 256, 300).astype(float)
+    for j, (system, scale, mfu) in enumerate((("n1", 1.0, 0.5), ("n2", 0.5, 0.3))):
+        t = OfflineTrace(c0 * scale, m0 * scale, np.zeros(300), seqs, units=1e6, replicas=1,
+                         hidden=8192)
+        row = SimpleNamespace(round="v6.0", scenario="Offline", benchmark="c",
+                              system_key=("v6.0", system, "CDNA 4"), index=10 + j,
+                              source="t", result=predict_rate(t, replace(base, mfu=mfu)))
+        s = SimpleNamespace(row=row, key=("t", 10 + j), arch="CDNA 4", stack="trtllm",
+                            vendor="AMD", plans=rows[2].plans)  # type: ignore[attr-defined]
+        rows.append(s)
+        traces[s.key] = [t]
+    f = Fit(rows, traces)  # type: ignore[arg-type]
+    amd = f.stage1(("AMD", "*", "*"))
+    own = f.stage1(("CDNA 3", "trtllm", "v5.1"))
+    assert amd is not None and own is not None
+    assert own[0].step_overhead_ns == pytest.approx(1_500_000, rel=0.02)
+    assert own[0].seq_overhead_ns == pytest.approx(2_000, rel=0.05)
+    for level in (("CDNA 4", "trtllm", "v6.0"), ("CDNA 4", "trtllm", "*"), ("CDNA 4", "*", "*")):
+        got = f.stage1(level)
+        assert got is not None
+        assert (got[0].step_overhead_ns, got[0].seq_overhead_ns) == (
+            amd[0].step_overhead_ns, amd[0].seq_overhead_ns)
+        assert f.overheads_from[level] == ("AMD", "*", "*")
+        assert "(overheads of AMD/*/*)" in got[0].source
+    assert ("CDNA 3", "trtllm", "v5.1") not in f.overheads_from
+    # CDNA 4's rows fitted freely (as before) put the FP4 shortfall into an overhead
+    free, _ = fit_efficiency(f._pairs(rows[4:]), Efficiency(), "free", f.alpha)  # type: ignore[arg-type]
+    assert free.step_overhead_ns > 2 * amd[0].step_overhead_ns
+    # a CDNA 4 row takes its group's overheads
+    eff, used = f._offline(rows[4])  # type: ignore[arg-type]
+    assert used == "CDNA 4/trtllm/v6.0" and eff.seq_overhead_ns == amd[0].seq_overhead_ns

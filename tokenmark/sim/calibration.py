@@ -10,7 +10,8 @@ and earlier), so what users get is what was scored.
 
 **What is fitted** - never one parameter per result or per system:
 
-- *stage 1*: ``mfu``, step overhead, per-sequence overhead (and a first ``mbu``) per
+- *stage 1*: ``mfu``, step overhead, per-sequence overhead (the overheads only where
+  the group's rows hold models of different sizes, below) and a first ``mbu`` per
   group (:func:`~tokenmark.sim.fit.fit_efficiency`), on the **Offline** rows only: an
   Offline run's steps do not depend on the parameters, so each candidate deployment's
   run is recorded once without parameters (:func:`~tokenmark.sim.predict.offline_trace`)
@@ -108,6 +109,34 @@ model: Blackwell v5.1's rows (Llama-2-70B's steps mostly compute-bound) have a
 root-mean-square log error of 0.096-0.103 at any ``mbu`` from 0.3 to 0.9, so only
 DeepSeek-R1's rows, co-fitted with its level, had set it.
 
+**Overheads need two model sizes**: a decode step's time per sequence is the compute
+of one token over ``mfu`` plus the per-sequence overhead, and a step's its weight reads
+or compute plus the step overhead; on the rows of one model both grow with the batch
+together, so any overhead is matched by an ``mfu`` that gives the same times, and what
+picks one is whatever else differs between the rows - on CDNA 4 in the v6.1 step, whose
+v6.0 group holds Llama-2-70B alone, FP4 running far less than twice as fast as FP8,
+which the fit put into a per-sequence overhead of 38 us (CDNA 3: 2 us; ``mfu`` 0.65;
+on its 19 FP4 rows alone 2.1 us and ``mfu`` 0.31), and the 8B model and 5.7B-active MoE
+that a 70B model's overhead was charged to came out 0.55-0.69x of published. Across
+models whose
+compute per token differs, the overhead is what does not scale with it. So a group fits
+its step and per-sequence overheads only where its rows (those it is fitted on, above)
+hold models whose active parameters differ at least ``OVERHEAD_SPAN`` (2) times
+(:func:`spans_sizes`: Llama-3.1-8B with Llama-2-70B does; gpt-oss-120b, 5.7B active, with
+Llama-3.1-8B does not: with per-token times ``c / mfu + o`` and ``r c / mfu + o`` the
+overhead is ``(r t1 - t2) / (r - 1)``, so an error ``e`` in each row's time per token
+moves it by up to ``(r + 1) / (r - 1) e``, three times at ``r = 2``, without bound as
+``r`` nears 1); otherwise it takes them from the next group that does - (architecture,
+stack, round), then (architecture, stack), the architecture, its vendor, everything
+(``Fit.overheads_from``; the source says "overheads of ...") - and fits its ``mfu`` and
+``mbu`` with them (CDNA 4 in the v6.1 step: AMD's 1.60 ms and 2.59 us, ``mfu`` 0.41;
+its rows' FP4/FP8 difference stays unexplained: with those overheads its FP4 rows alone
+fit ``mfu`` 0.33, its FP8 rows 0.62). Not a prior
+centred on the next group's overheads: where the rows cannot tell the two apart the
+prior alone would decide, and where they seem to (CDNA 4's precisions) it is an
+effect the model does not hold (an FP4 ``mfu`` of its own), which a prior wide enough
+to let two model sizes speak still lets through.
+
 **Groups** go from specific to general: (architecture, stack, round) - the round
 standing for the software release - where the newest round up to the row's own with
 rows from at least ``MIN_SYSTEMS`` systems is taken (a round's software is at least
@@ -172,6 +201,9 @@ FORWARD_ROUNDS = ("v5.1", "v6.0", "v6.1")
 ALPHA_GRID = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2)
 SERIALS = (0.0, 1.0)
 MBU_BOUNDS = (0.05, 1.0)
+#: A group fits its own step and per-sequence overheads only where its rows hold models
+#: whose active parameters differ at least this many times (module docstring).
+OVERHEAD_SPAN = 2.0
 #: The Server speed's search range (stage 2).
 SPEED_BOUNDS = (0.05, 2.0)
 #: A model level is shrunk toward its group as if it had this many more rows at zero.
@@ -411,6 +443,17 @@ def _run(fn: Callable[[Any], Any], jobs: list[Any], workers: int, cache_dir: Pat
 # -- fitting ------------------------------------------------------------------------------
 
 
+def spans_sizes(rows: Iterable[Setup]) -> bool:
+    """Whether ``rows`` hold models whose active parameters differ at least
+    ``OVERHEAD_SPAN`` times: only then can a fit tell the overheads from the compute
+    (module docstring). A decode step's time per sequence is its compute per token over
+    ``mfu`` plus the per-sequence overhead, and a step's its weight reads or compute plus
+    the step overhead; on one model's rows both grow with the batch together, so any
+    overhead is matched by an ``mfu`` that makes the same times."""
+    act = [s.plans[0].deployment.model.active_params for s in rows]
+    return bool(act) and max(act) >= OVERHEAD_SPAN * min(act)
+
+
 def model_of(s: Setup) -> str:
     """The model a row runs (models.csv's name: both llama2-70b accuracy targets are
     one model)."""
@@ -451,6 +494,8 @@ class Fit:
         for o in self.offline:
             self._offline_by[(o.row.system_key, o.row.benchmark, o.row.round)].append(o)
         self._stage1: dict[tuple[Level, float], tuple[Efficiency, float, int] | None] = {}
+        #: the group each group that cannot fit its own overheads took them from
+        self.overheads_from: dict[Level, Level] = {}
         self._stage2: dict[tuple[Level, str], tuple[float, float, int] | None] = {}
         self._server: dict[Level, tuple[float, int] | None] = {}
         #: the index in SERIALS of the serial fraction every group takes (_one_serial)
@@ -662,9 +707,32 @@ class Fit:
             if len(systems) < MIN_SYSTEMS:
                 self._stage1[k] = None
             else:
-                eff, ape = fit_efficiency(self._pairs(rows), Efficiency(), "/".join(level), a)
+                source, overheads = "/".join(level), None
+                up = None if spans_sizes(rows) else self._overhead_level(level)
+                got = None if up is None else self.stage1(up, a)
+                if got is not None and up is not None:
+                    overheads = (got[0].step_overhead_ns, got[0].seq_overhead_ns)
+                    # where they were fitted: up's own rows, or where up took them
+                    self.overheads_from[level] = self.overheads_from.get(up, up)
+                    source += f" (overheads of {'/'.join(self.overheads_from[level])})"
+                eff, ape = fit_efficiency(self._pairs(rows), Efficiency(), source, a,
+                                          overheads=overheads)
                 self._stage1[k] = (eff, ape, len(systems))
         return self._stage1[k]
+
+    def _overhead_level(self, level: Level) -> Level | None:
+        """The next more general group, whose overheads ``level`` takes when its rows
+        cannot tell them from the compute (:func:`spans_sizes`): (architecture, stack,
+        round), then (architecture, stack), the architecture, its vendor, everything."""
+        fam, st, rnd = level
+        if fam == "*":
+            return None
+        if rnd != "*":
+            return (fam, st, "*")
+        if st != "*":
+            return (fam, "*", "*")
+        vendor = next((s.vendor for s in self.group_rows if s.arch == fam), None)
+        return ("*", "*", "*") if vendor is None else (vendor, "*", "*")
 
     def _fit_alpha(self) -> float:
         best = (math.inf, 0.0)

@@ -291,7 +291,8 @@ def write_efficiency(path: Path, params: dict[tuple[str, str, str, str],
                         f"{eff.serial_fraction:.2f}", n, f"{ape:.4f}",
                         "fitted on the rounds up to v6.0 by bench/calibrate.py: mfu and "
                         "overheads on Offline rows (of models past their debut round, "
-                        "where the architecture has enough), Server: one speed on "
+                        "where the architecture has enough; overheads from the next "
+                        "group where the rows hold one model size), Server: one speed on "
                         "Offline's per "
                         "vendor from Server rows, Interactive: mbu and serial fraction "
                         "from Interactive rows"])

@@ -19,7 +19,11 @@ throughputs over the group's rows, with a weak prior (``PRIOR``) that keeps the
 parameters of a group with few rows near plausible values instead of letting them run
 to the edges. The serial fraction (how much of the shorter of compute and memory
 time is not overlapped) is held fixed in a fit: Offline steps say little about it, and
-the calibration chooses it from the latency-bound rows. The optimiser is Nelder-Mead
+the calibration chooses it from the latency-bound rows. The two overheads may be given
+and held too: on one model's rows they cannot be told from the compute (both grow with
+the batch), so the calibration fits them only on rows of models of different sizes and
+hands a group of one model size its next group's
+(:func:`~tokenmark.sim.calibration.spans_sizes`). The optimiser is Nelder-Mead
 over unconstrained coordinates (logit of the two fractions, log of the two
 overheads); four dimensions and vectorised objectives make it fast and dependable.
 """
@@ -168,12 +172,14 @@ def fit_efficiency(
     size_exponent: float = 0.0,
     mbu: float | None = None,
     serial_fraction: float = 0.0,
+    overheads: tuple[float, float] | None = None,
 ) -> tuple[Efficiency, float]:
     """Parameters for one group from ``(traces, published rate)`` pairs, with the global
-    ``size_exponent``, the ``serial_fraction`` (and ``mbu``, when given) held fixed, and
-    the fit's median absolute percentage error on those rows. A row may give several
-    traces (the planner's candidate deployments): its prediction is the best of them
-    under the parameters, as the planner would choose."""
+    ``size_exponent``, the ``serial_fraction`` (and ``mbu``, and the step and
+    per-sequence ``overheads`` in ns, when given) held fixed, and the fit's median
+    absolute percentage error on those rows. A row may give several traces (the
+    planner's candidate deployments): its prediction is the best of them under the
+    parameters, as the planner would choose."""
     base = replace(base, size_exponent=size_exponent, serial_fraction=serial_fraction)
     if not rows:
         return replace(base, source=source), 0.0
@@ -187,12 +193,23 @@ def fit_efficiency(
     width = np.array([w for _, w in PRIOR])
     n_rows = len(rows)
 
-    fixed = None if mbu is None else math.log(mbu / (1 - mbu))
+    # the coordinates held fixed, by index
+    fixed: dict[int, float] = {}
+    if mbu is not None:
+        fixed[1] = math.log(mbu / (1 - mbu))
+    if overheads is not None:
+        fixed[2] = math.log(max(overheads[0], 1.0) / 1000)
+        fixed[3] = math.log(max(overheads[1], 1.0) / 1000)
+
+    def pin(x: np.ndarray) -> np.ndarray:
+        if fixed:
+            x = x.copy()
+            for i, v in fixed.items():
+                x[i] = v
+        return x
 
     def objective(x: np.ndarray) -> float:
-        if fixed is not None:
-            x = x.copy()
-            x[1] = fixed
+        x = pin(x)
         if np.any(np.abs(x) > 30):
             return 1e9
         mfu = 1 / (1 + math.exp(-x[0]))
@@ -207,11 +224,12 @@ def fit_efficiency(
         err = float(np.mean((pred - target) ** 2))
         return err + PRIOR_WEIGHT * float(np.sum(((x - centre) / width) ** 2))
 
-    x = nelder_mead(objective, centre.copy())
+    x = nelder_mead(objective, pin(centre))
     x = nelder_mead(objective, x, step=0.2)  # restart: Nelder-Mead can stall early
-    if fixed is not None:
-        x[1] = fixed
-    eff = _efficiency(x, base, source)
+    eff = _efficiency(pin(x), base, source)
+    if overheads is not None:  # exactly as given, not through the log coordinates
+        eff = replace(eff, step_overhead_ns=int(overheads[0]),
+                      seq_overhead_ns=int(overheads[1]))
     ape = [abs(max(predict_rate(t, eff) for t in g) / a - 1)
            for g, (_, a) in zip(groups, rows, strict=True)]
     return eff, float(np.median(ape))
