@@ -94,10 +94,13 @@ ACCELERATOR_SPELLINGS: tuple[tuple[str, str], ...] = (
     ("H100-NVL", "H100 NVL"), ("H100-PCIe", "H100 PCIe"), ("H100-SXM", "H100"),
     ("H200-NVL", "H200 NVL"), ("H200-SXM", "H200"),
     ("L40S", "L40S"), ("RTX PRO 6000", "RTX PRO 6000 Blackwell Server"),
+    ("RTX PRO 4500", "RTX PRO 4500 Blackwell Server"),
     ("RTX 4090", "RTX 4090"), ("Jetson AGX Orin", "Jetson AGX Orin 64GB"),
     ("Jetson AGX Thor", "Jetson AGX Thor"), ("Arc Pro B60", "Arc Pro B60"),
+    ("Arc Pro B70", "Arc Pro B70"), ("Arc Pro B50", "Arc Pro B50"),
     ("MI355X 288GB HBM3e (Power Cap 1000 W)", "MI350X"),
-    ("MI355X", "MI355X"), ("MI350X", "MI350X"), ("MI325X", "MI325X"), ("MI300X", "MI300X"),
+    ("MI355X", "MI355X"), ("MI350X", "MI350X"), ("MI350P", "MI350P"), ("MI325X", "MI325X"),
+    ("MI300X", "MI300X"),
 )
 #: Every spelling of a benchmark in the tables -> the checker's name.
 BENCHMARK_SPELLINGS: Mapping[str, str] = {
