@@ -34,10 +34,16 @@ efficiently the software runs it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
 from tokenmark.errors import ConfigError
-from tokenmark.perfmodel.hardware import Accelerator, ModelArch, Precision
+from tokenmark.perfmodel.hardware import (
+    Accelerator,
+    ModelArch,
+    Precision,
+    late_state,
+    set_late_state,
+)
 
 __all__ = ["Deployment", "Efficiency", "ServingPolicy", "Topology"]
 
@@ -151,19 +157,11 @@ class ServingPolicy:
     adp_balance_steps: int | None = None
 
     def __getstate__(self) -> list[object]:
-        # a policy without the field added last (None) pickles as before it existed,
-        # so the calibration caches keyed on pickled deployments keep their keys
-        state = [getattr(self, f.name) for f in fields(self)]
-        if state[-1] is None:
-            state.pop()
-        return state
+        # unset (None), the field added last is left out: the policy pickles as before
+        return late_state(self, 1)
 
     def __setstate__(self, state: list[object]) -> None:
-        names = [f.name for f in fields(self)]
-        for name, value in zip(names, state, strict=False):
-            object.__setattr__(self, name, value)
-        for name in names[len(state):]:
-            object.__setattr__(self, name, None)
+        set_late_state(self, state)
 
 
 @dataclass(frozen=True, slots=True)
