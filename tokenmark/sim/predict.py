@@ -44,7 +44,6 @@ from tokenmark.perfmodel import (
     find_accelerator,
     find_model,
 )
-from tokenmark.perfmodel.deployment import ADP_BALANCE_STEPS
 from tokenmark.sim.fit import OfflineTrace, predict_rate
 from tokenmark.sim.params import efficiency_for
 from tokenmark.sim.plan import ClusterSpec, Plan, candidates, widened
@@ -136,8 +135,6 @@ def offline_trace(d: Deployment, inputs: np.ndarray, outputs: np.ndarray, *,
     replicas' aggregated run (:meth:`~tokenmark.perfmodel.Deployment.aggregated`): what
     the same accelerators complete with every query queued at once."""
     d = d.aggregated()
-    if d.dp > 1 and d.policy.adp_balance_steps is None:  # as the planner's layouts do
-        d = replace(d, policy=replace(d.policy, adp_balance_steps=ADP_BALANCE_STEPS))
     key = (deployment_key(d), workload_key(inputs, outputs, encoder), samples, seed)
     got = _TRACES.get(key)
     if got is not None:
