@@ -230,3 +230,85 @@ def test_expert_imbalance_fades_as_the_step_grows():
     assert cm.imbalance(2160) == pytest.approx(1 + math.sqrt(2 * math.log(72) / 240))
     assert cm.imbalance(72 * 8192) < 1.02
     assert CostModel(Deployment(B200, R1, Precision.FP4, tp=8, ep=1)).imbalance(10) == 1.0
+
+
+ATTN_PREFILL = 61 * 128 * (2 * 192 + 2 * 128)  # FLOPs per (query, context) pair, unabsorbed
+
+
+def test_a_prefill_under_attention_data_parallelism_costs_every_group_its_chunk():
+    # dp 8: 64 decoding sequences over 64 x 2000 context tokens, and two new prompts of
+    # 900 and 300 tokens, each on one attention group. Every group runs as many tokens as
+    # the busiest (the MoE all-to-all is padded to it, TensorRT-LLM's "DP-padded MoE
+    # workload"), which holds the 900-token prompt: the step runs 8 x 900 = 7200 prefill
+    # tokens' linear layers and 8 x (900 x 901 / 2) pairs of attention, where the two
+    # prompts alone are 1200 tokens and 405,450 + 45,150 pairs
+    d = Deployment(B200, R1, Precision.FP4, tp=1, dp=8, ep=8, efficiency=EFF,
+                   topology=Topology(1, 8))
+    n, ctx = 64, 64 * 2000
+    c = CostModel(d).step([(900, 0), (300, 0)], [2000] * n)
+    run = 7200 + n
+    imbalance = 1 + math.sqrt(2 * math.log(8) / (run * 8 / 8))
+    linear = (2 * BODY + 2 * ROUTED * (imbalance - 1)) * run + 2 * HEAD * (n + 2)
+    attn = ATTN_PREFILL * 8 * (900 * 901 / 2) + ATTN_DECODE * ctx
+    peak = 8 * 9000e12
+    touched = 1 - (1 - 8 / 256) ** (1200 + n)  # the weights the real tokens touch
+    weights = SHARED * 0.5 + 256 * EXPERT * 0.5 * touched / 8
+    kv = KV_FP8 * (ctx + 1200 + n) / 8  # context read, the new tokens written
+    bw = 8.0e12
+    sent = 2 * run / 8 * 8 * 7168 * 2 * 7 / 8
+    comm = 61 * (sent / (1800 / 2 * 0.7) + 2 * 8_000)
+    lin_ns, att_ns = linear / peak * 1e9 / 0.5, attn / peak * 1e9 / 0.5
+    w_ns, kv_ns = weights / bw * 1e9 / 0.8, kv / bw * 1e9 / 0.8
+    assert c.compute_ns == pytest.approx(lin_ns + att_ns, abs=1)
+    assert c.memory_ns == pytest.approx(w_ns + kv_ns, abs=1)
+    assert c.comm_ns == pytest.approx(comm, abs=1)
+    assert c.total_ns == pytest.approx(max(lin_ns, w_ns) + max(att_ns, kv_ns) + comm, abs=3)
+    # many prompts, more than one a group: the busiest holds at least its share, so the
+    # step runs the prompts' own tokens (here 16 x 500 = 8000 > 8 x 500)
+    many = CostModel(d).step([(500, 0)] * 16, [2000] * n)
+    sixteen = CostModel(d).cost(8000, 16 * 500 * 501 / 2, 0, 16, n, ctx)
+    assert many.compute_ns == sixteen.compute_ns
+    # a tensor-parallel replica (dp 1) spreads every prompt over all its GPUs
+    tp8 = Deployment(B200, R1, Precision.FP4, tp=8, ep=8, efficiency=EFF,
+                     topology=Topology(1, 8))
+    cm = CostModel(tp8)
+    assert cm.step([(900, 0)], [2000] * n).compute_ns == cm.cost(
+        900, 900 * 901 / 2, 0, 1, n, ctx).compute_ns
+
+
+def _engine(balance: int | None, dp: int = 4) -> ReplicaEngine:
+    d = Deployment(B200, R1, Precision.FP4, tp=1, dp=dp, ep=dp, efficiency=EFF,
+                   topology=Topology(1, 8 if dp == 8 else dp),
+                   policy=ServingPolicy(max_num_seqs=64, max_batched_tokens=8192,
+                                        adp_balance_steps=balance))
+    e = ReplicaEngine(d)
+    for i in range(4):  # four long answers keep the replica decoding
+        e.submit(i, 100, 1000)
+    while not e.decode_only:
+        e.advance()
+    return e
+
+
+def test_balanced_attention_groups_start_their_prefills_together():
+    # with balancing (TensorRT-LLM's attention_dp_config enable_balance, timeout_iters) a
+    # request that arrives while the replica decodes waits until every one of the dp 4
+    # groups can start one, or until the hold has lasted its steps
+    e = _engine(balance=5)
+    for i in (10, 11, 12):
+        e.submit(i, 200, 10)
+    held = [e.advance() for _ in range(3)]
+    assert all(o.plan.prefill_tokens == 0 and o.plan.limited_by == "balance" for o in held)
+    e.submit(13, 200, 10)  # the fourth: one for each group, all four start at once
+    o = e.advance()
+    assert o.plan.prefill_tokens == 800 and len(o.admitted) == 4
+    # the hold ends after its steps: three requests start on the sixth step
+    e = _engine(balance=5)
+    for i in (10, 11, 12):
+        e.submit(i, 200, 10)
+    steps = [e.advance() for _ in range(6)]
+    assert [o.plan.prefill_tokens for o in steps] == [0, 0, 0, 0, 0, 600]
+    # without balancing (0, and unset) each request starts on the step it arrives
+    for balance in (0, None):
+        e = _engine(balance=balance)
+        e.submit(10, 200, 10)
+        assert e.advance().plan.prefill_tokens == 200

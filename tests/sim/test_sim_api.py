@@ -186,6 +186,26 @@ def test_moe_layouts_are_searched_with_and_without_the_draft():
                    if not p.deployment.disaggregated) == drafted
 
 
+def test_attention_data_parallel_layouts_balance_their_prefills():
+    import pickle
+
+    from tokenmark.perfmodel import ServingPolicy
+    from tokenmark.sim.plan import candidates
+
+    spec = ClusterSpec("GB300", "deepseek-r1", nodes=18, per_node=4, efficiency=EFF,
+                       rules_round="v6.1")
+    for scenario in ("Offline", "Server", "Interactive"):
+        for p in candidates(spec, 700, 3700, scenario):
+            d = p.deployment
+            assert d.policy.adp_balance_steps == (50 if d.dp > 1 else None)
+    # a policy that does not set it pickles as before the field existed (the calibration
+    # caches are keyed on pickled deployments): five fields, and six when it is set
+    assert len(ServingPolicy().__getstate__()) == 5
+    assert len(ServingPolicy(adp_balance_steps=0).__getstate__()) == 6
+    for pol in (ServingPolicy(), ServingPolicy(adp_balance_steps=50)):
+        assert pickle.loads(pickle.dumps(pol)) == pol
+
+
 def test_a_dense_system_failing_its_limits_at_any_rate_is_widened():
     """Llama2-70B FP8 on 8 H200 at a 10 ms TPOT limit: one or two H200 per replica cannot
     decode a token in 10 ms (a tp2 replica reads 35 GB of weights per step at 4.8 TB/s x

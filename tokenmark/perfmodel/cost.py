@@ -55,6 +55,23 @@ totals of the two kernels' sides:
   side by side on the ``dp`` ranks, not one after another (charged over the whole
   replica, 73,728 sequences of a dp72 DeepSeek-R1 rack cost 144 ms a step at 1.95 us
   each, about twice the step's kernels);
+- under attention data parallelism (``dp`` > 1) a prompt's prefill chunk runs on the
+  one group that serves its request, and every group waits for the busiest: each
+  group's tokens are padded to the busiest group's for the experts' all-to-all and
+  grouped GEMMs (TensorRT-LLM's scheduler: "a few ranks' large prefill chunks [set]
+  the DP-padded MoE workload for every rank", ``tensorrt_llm/_torch/pyexecutor/
+  py_executor.py``; "the iteration time is dominated by the slowest rank", its ADP
+  Balance blog), so a step's prefill costs the replica ``max(tokens, dp x largest
+  chunk)`` tokens of linear layers and all-to-all and ``max(pairs, dp x the largest
+  chunk's pairs)`` of attention (:meth:`CostModel.padded_prefill`); the weights the
+  prompts touch and their KV writes stay their own. A decode step is balanced
+  (``ceil(sequences / dp)`` a group, as the per-sequence overhead below). Prompts
+  started together, one a group, cost what they compute; one prompt alone costs
+  ``dp`` times its tokens: on a dp72 DeepSeek-R1 rack a 900-token prompt beside 135
+  decodes a group runs the step's linear layers over 72 x 1,035 tokens instead of
+  72 x 135 + 900. A replica therefore holds new prefills back until every group can
+  start one (:attr:`~tokenmark.perfmodel.ServingPolicy.adp_balance_steps`,
+  :mod:`~tokenmark.perfmodel.engine`);
 - a vision-language model's step that starts prefilling a request with images also runs
   the vision encoder on them: ``encoder_flops`` (:mod:`~tokenmark.perfmodel.vision`) at
   the peak of its own precision where that is wider than the language model's
@@ -256,6 +273,18 @@ class CostModel:
         dp = self.d.dp
         return seqs if dp <= 1 else -(-seqs // dp)
 
+    def padded_prefill(self, tokens: int, pairs: float, largest: int,
+                       largest_pairs: float) -> tuple[float, float]:
+        """The prefill tokens and (query, context) pairs a step costs the replica: as
+        given without attention data parallelism; under it (``dp`` > 1) every group
+        runs as many tokens as the busiest one, whose prefill is at least its share
+        (``tokens / dp``) and at least the largest chunk (a new request goes to one
+        group), so ``max(tokens, dp x largest)`` and likewise for the pairs."""
+        dp = self.d.dp
+        if dp <= 1 or tokens <= 0:
+            return float(tokens), pairs
+        return max(float(tokens), dp * float(largest)), max(pairs, dp * largest_pairs)
+
     def _weights(self, tokens: float) -> float:
         """Weight bytes one accelerator reads in a step over ``tokens`` tokens."""
         return self._w_shared + self._w_experts * self.d.model.touched_share(tokens)
@@ -268,22 +297,30 @@ class CostModel:
         prefill_seqs: int,
         decode_seqs: int,
         decode_ctx: float,
+        prefill_largest: int = 0,
+        prefill_largest_pairs: float = 0.0,
     ) -> StepComponents:
         """Parameter-free parts of a step from its aggregates: prefill chunks totalling
         ``prefill_tokens`` over ``prefill_seqs`` sequences, with ``prefill_pairs`` =
         sum of n*c + n(n+1)/2 and ``prefill_ctx`` = sum of c (c: context before the
         chunk), and ``decode_seqs`` decoding sequences over contexts summing to
-        ``decode_ctx`` (each running ``1 + spec_tokens`` tokens through the model)."""
+        ``decode_ctx`` (each running ``1 + spec_tokens`` tokens through the model).
+        ``prefill_largest`` and ``prefill_largest_pairs``: the largest chunk's tokens and
+        pairs, which under attention data parallelism one group runs while the others
+        wait (:meth:`padded_prefill`)."""
         v = self._verify
         t_dec = decode_seqs * v
         tokens = prefill_tokens + t_dec
         if tokens <= 0:
             return StepComponents(0.0, 0.0, 0.0, 0, 0.0, 0.0)
-        body = self._body2 + self._routed2 * (self.imbalance(tokens) - 1.0)
-        f_pre = body * prefill_tokens + self._head2 * prefill_seqs + self._attn_p * prefill_pairs
+        p_run, pairs_run = self.padded_prefill(prefill_tokens, prefill_pairs,
+                                               prefill_largest, prefill_largest_pairs)
+        run = p_run + t_dec  # the tokens the linear layers and the all-to-all process
+        body = self._body2 + self._routed2 * (self.imbalance(run) - 1.0)
+        f_pre = body * p_run + self._head2 * prefill_seqs + self._attn_p * pairs_run
         f_dec = (body + self._head2) * t_dec + self._attn_d * decode_ctx * v
         weights = self._weights(tokens)
-        comm = self._comm(tokens)
+        comm = self._comm(run)
         if self._spec and decode_seqs:
             f_draft, w_draft, c_draft = self._draft_pass(decode_seqs)
             f_dec += self._spec * f_draft
@@ -293,7 +330,7 @@ class CostModel:
         kv = self._kv * (decode_ctx + prefill_ctx + tokens) / self._n
         compute0 = flops / self._peak_per_ns
         memory0 = (weights + kv) / self._bw_per_ns
-        attn = (self._attn_p * prefill_pairs + self._attn_d * decode_ctx * v) / self._peak_per_ns
+        attn = (self._attn_p * pairs_run + self._attn_d * decode_ctx * v) / self._peak_per_ns
         return StepComponents(compute0, memory0, comm, self.group_seqs(prefill_seqs + decode_seqs),
                               f_pre / flops, kv / (weights + kv), attn,
                               kv / self._bw_per_ns)
@@ -341,13 +378,15 @@ class CostModel:
         decode_ctx: float,
         encoder_flops: float = 0.0,
         encoder_max_flops: float = 0.0,
+        prefill_largest: int = 0,
+        prefill_largest_pairs: float = 0.0,
     ) -> StepCost:
         """The step's time under the deployment's efficiency (arguments as
         :meth:`components`; ``encoder_flops``: the vision encoder's work in this step,
         ``encoder_max_flops`` the largest request's part of it, which one attention
         data-parallel group encodes alone: module docstring)."""
         c = self.components(prefill_tokens, prefill_pairs, prefill_ctx, prefill_seqs,
-                            decode_seqs, decode_ctx)
+                            decode_seqs, decode_ctx, prefill_largest, prefill_largest_pairs)
         eff = self.d.efficiency
         compute = c.compute0_ns / self._mfu
         attn = c.attn0_ns / self._mfu
@@ -421,7 +460,9 @@ class CostModel:
         """Cost of a step with prefill chunks ``(tokens, context before)`` and one decode
         token for each running sequence whose context length is given."""
         p_tok = sum(n for n, _ in prefill)
-        pairs = float(sum(n * c + n * (n + 1) / 2 for n, c in prefill))
+        each = [n * c + n * (n + 1) / 2 for n, c in prefill]
         p_ctx = sum(c for _, c in prefill)
-        return self.cost(p_tok, pairs, p_ctx, len(prefill), len(decode_contexts),
-                         sum(decode_contexts))
+        return self.cost(p_tok, float(sum(each)), p_ctx, len(prefill), len(decode_contexts),
+                         sum(decode_contexts), prefill_largest=max((n for n, _ in prefill),
+                                                                   default=0),
+                         prefill_largest_pairs=max(each, default=0.0))

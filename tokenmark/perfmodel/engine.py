@@ -26,6 +26,14 @@ work (``encoder_flops``), charged to the step that starts its prefill (with the 
 request's share, which one attention data-parallel group encodes alone:
 :meth:`~tokenmark.perfmodel.cost.CostModel.cost`).
 
+Under attention data parallelism a replica can balance its groups' prefills
+(:attr:`~tokenmark.perfmodel.ServingPolicy.adp_balance_steps`, TensorRT-LLM's
+``attention_dp_config.enable_balance`` with ``timeout_iters``): while it decodes, no new
+prefill starts until every group can start one (the queue holds at least ``dp``
+requests that fit the free sequence slots and KV cache) or the hold has lasted that many
+steps, reported as ``limited_by`` ``balance``; a step that starts one prompt alone would
+cost every group that prompt (:meth:`~tokenmark.perfmodel.cost.CostModel.padded_prefill`).
+
 Disaggregated serving uses two modes: ``prefill_only`` engines finish a request with
 its first token (its KV cache leaves with it), and requests submitted with
 ``prefilled=True`` arrive on a decode engine with their prompt's KV already present
@@ -215,6 +223,7 @@ class ReplicaEngine:
         self._reserved = 0
         self.steps = 0
         self._made = 0.0  # tokens made (fractional per step with speculative decoding)
+        self._held = 0  # steps in a row new prefills were held back (_hold)
         self.prompt_tokens_in = 0
 
     # -- state read by /metrics and routers ------------------------------------------------
@@ -312,6 +321,9 @@ class ReplicaEngine:
         admitted: list[int] = []
         enc = 0.0
         enc_max = 0.0  # the largest request's encoder work this step
+        if self._hold(running):
+            limited = "balance"
+            waiting = deque()  # nothing starts this step
         while waiting:
             r = waiting[0]
             need = r.need
@@ -350,15 +362,22 @@ class ReplicaEngine:
         p_tok = 0
         pairs = 0.0
         p_ctx = 0
+        big = 0  # the largest chunk: its tokens and pairs
+        big_pairs = 0.0
         for r, n in chunks:
             c = r.prefilled
             p_tok += n
-            pairs += n * c + n * (n + 1) / 2
+            q = n * c + n * (n + 1) / 2
+            pairs += q
             p_ctx += c
+            if n > big:
+                big = n
+            if q > big_pairs:
+                big_pairs = q
         n_dec = self._n_dec
         made = self._rate
         cost = self.cost.cost(p_tok, pairs, p_ctx, len(chunks), n_dec, self._ctx, enc,
-                              enc_max)
+                              enc_max, big, big_pairs)
         decoded = list(self._decoding) if collect_tokens else None
         # -- apply the step -------------------------------------------------------------
         self._ctx += made
@@ -386,12 +405,41 @@ class ReplicaEngine:
             batch=n_dec + len(chunks),
             prefill_tokens=p_tok,
             decode_tokens=n_dec,
-            waiting=len(waiting),
+            waiting=len(self._waiting),
             kv_used_tokens=self._reserved,
             limited_by=limited,
         )
         self.stats.add(plan, made)
         return StepOutcome(plan, first, done, rejected, decoded, tuple(admitted))
+
+    def _hold(self, running: int) -> bool:
+        """Whether this step starts no new prefill, to balance the attention data-parallel
+        groups (:attr:`~tokenmark.perfmodel.ServingPolicy.adp_balance_steps`): while the
+        replica decodes, prefills nothing and fewer than ``dp`` requests could start
+        (one per group: the sequence slots free, the queue's length), for at most that
+        many steps in a row; then they start together, so one step carries the groups'
+        prompts side by side instead of many steps one group's prompt each, which every
+        group waits for (:meth:`~tokenmark.perfmodel.cost.CostModel.padded_prefill`)."""
+        steps = self.d.policy.adp_balance_steps or 0
+        dp = self.d.dp
+        if steps <= 0 or dp <= 1 or not self._n_dec or self._prefilling:
+            self._held = 0
+            return False
+        # the requests that could start now, up to dp: sequence slots and KV cache free
+        room = self.capacity - self._reserved
+        slots = self.d.policy.max_num_seqs - running
+        ready = 0
+        for r in self._waiting:
+            if ready >= dp or r.need > room or r.width > slots:
+                break
+            room -= r.need
+            slots -= r.width
+            ready += 1
+        if ready >= dp or self._held >= steps:
+            self._held = 0
+            return False
+        self._held += 1
+        return True
 
     def _decode_step(self, collect_tokens: bool) -> StepOutcome:
         """:meth:`advance` when nothing waits and nothing is being prefilled."""

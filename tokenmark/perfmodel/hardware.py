@@ -31,6 +31,7 @@ from dataclasses import dataclass, fields
 from enum import StrEnum
 from functools import cache
 from importlib import resources
+from typing import Any
 
 from tokenmark.errors import ConfigError
 
@@ -163,6 +164,26 @@ class Draft:
 _LATE_FIELDS = ("fp4_activations", "dense_precision")
 
 
+def late_state(obj: Any, late: int) -> list[object]:
+    """The pickled state of a slotted dataclass whose last ``late`` fields were added
+    after its pickles were first keyed on: those left unset (None) at its end are
+    left out, so it pickles as before they existed and the calibration caches keyed
+    on pickled deployments keep their keys (:func:`set_late_state` reads it back)."""
+    state = [getattr(obj, f.name) for f in fields(obj)]
+    while len(state) > len(fields(obj)) - late and state[-1] is None:
+        state.pop()
+    return state
+
+
+def set_late_state(obj: Any, state: list[object]) -> None:
+    """Restore :func:`late_state`'s ``state``, the fields left out as None."""
+    names = [f.name for f in fields(obj)]
+    for name, value in zip(names, state, strict=False):
+        object.__setattr__(obj, name, value)
+    for name in names[len(state):]:
+        object.__setattr__(obj, name, None)
+
+
 @dataclass(frozen=True, slots=True)
 class ModelArch:
     name: str  # e.g. "Llama-3.1-8B"
@@ -192,19 +213,10 @@ class ModelArch:
     dense_precision: Precision | None = None
 
     def __getstate__(self) -> list[object]:
-        # a model without the fields added last (None) pickles as before they existed,
-        # so the calibration caches keyed on pickled deployments keep their keys
-        state = [getattr(self, f.name) for f in fields(self)]
-        while len(state) > len(fields(self)) - len(_LATE_FIELDS) and state[-1] is None:
-            state.pop()
-        return state
+        return late_state(self, len(_LATE_FIELDS))
 
     def __setstate__(self, state: list[object]) -> None:
-        names = [f.name for f in fields(self)]
-        for name, value in zip(names, state, strict=False):
-            object.__setattr__(self, name, value)
-        for name in names[len(state):]:
-            object.__setattr__(self, name, None)
+        set_late_state(self, state)
 
     @property
     def is_moe(self) -> bool:

@@ -107,6 +107,8 @@ def _binding(limited: dict[str, int], waiting_steps: int, steps: int) -> tuple[s
         "kv": "the KV cache was full (admission reserves prompt + output)",
         "max_num_seqs": "the cap on running sequences (max_num_seqs) was reached",
         "budget": "the chunked-prefill token budget per step was spent",
+        "balance": ("new prefills were held back so the attention data-parallel groups "
+                    "start them together"),
         "other": "admission stopped for another reason",
     }[top]
     return top, (f"requests were waiting after {share:.1%} of steps; in "

@@ -52,7 +52,13 @@ and where they tune per scenario, by trying the candidates and keeping the best:
   whole number;
 - **max_num_seqs**: 1024 per attention group (TensorRT-LLM's and vLLM's large-batch
   settings in MLPerf configurations run 512-2048), the KV cache limiting it further,
-  and the chunked-prefill budget per group; both scale with ``dp``.
+  and the chunked-prefill budget per group; both scale with ``dp``;
+- **attention-DP balancing**: an attention data-parallel replica holds new prefills
+  back up to :data:`~tokenmark.perfmodel.deployment.ADP_BALANCE_STEPS` steps so its
+  groups start them together (TensorRT-LLM's ``attention_dp_config: enable_balance``,
+  which its DeepSeek-R1 attention-DP serving configurations set, ``timeout_iters``
+  50-60), in every scenario: a prompt started alone costs every group its tokens
+  (:meth:`~tokenmark.perfmodel.cost.CostModel.padded_prefill`).
 
 Every rule's outcome is recorded in :attr:`Plan.notes` and written with the results;
 :func:`candidates` returns every layout that fits, :func:`plan_deployment` the first
@@ -75,6 +81,7 @@ from tokenmark.perfmodel import (
     find_accelerator,
     find_model,
 )
+from tokenmark.perfmodel.deployment import ADP_BALANCE_STEPS
 from tokenmark.sim.params import efficiency_for, round_key
 from tokenmark.sim.workloads import workload
 
@@ -217,7 +224,9 @@ def _base(spec: ClusterSpec, notes: list[str]) -> tuple[Deployment, Topology]:
 
 def _sized(base: Deployment, spec: ClusterSpec, topo: Topology, tp: int, dp: int,
            ep: int, spec_tokens: int) -> Deployment:
-    """A layout with its replicas, topology and per-group policy, checked."""
+    """A layout with its replicas, topology and per-group policy, checked; attention
+    data-parallel groups balance their prefills
+    (:data:`~tokenmark.perfmodel.deployment.ADP_BALANCE_STEPS`)."""
     per = tp * dp * spec.pp
     if per < 1 or spec.count % per:
         raise ConfigError(
@@ -228,7 +237,8 @@ def _sized(base: Deployment, spec: ClusterSpec, topo: Topology, tp: int, dp: int
     pol = base.policy
     if dp > 1:
         pol = replace(pol, max_num_seqs=pol.max_num_seqs * dp,
-                      max_batched_tokens=pol.max_batched_tokens * dp)
+                      max_batched_tokens=pol.max_batched_tokens * dp,
+                      adp_balance_steps=ADP_BALANCE_STEPS)
     d = replace(base, tp=tp, dp=dp, ep=ep, replicas=spec.count // per, topology=topo,
                 policy=pol, spec_tokens=spec_tokens)
     d.check()

@@ -85,7 +85,7 @@ def deployment_key(d: Deployment) -> tuple[Any, ...]:
     return (d.accelerator.short, d.model.name, d.precision.value, d.kv_dtype.value, d.tp,
             d.dp, d.pp, d.ep, d.spec_tokens, d.replicas, t.nodes, t.per_node, t.domain,
             t.scale_out_gb_s, p.max_num_seqs, p.max_batched_tokens,
-            p.gpu_memory_utilization, p.beams, p.prefill_replicas)
+            p.gpu_memory_utilization, p.beams, p.prefill_replicas, p.adp_balance_steps)
 
 
 def workload_key(inputs: np.ndarray, outputs: np.ndarray,
