@@ -16,7 +16,12 @@ and where they tune per scenario, by trying the candidates and keeping the best:
   sequences of the workload's mean length, so the batch can grow large enough for
   throughput (if none does, the largest that fits at all); the candidates are that
   and twice it, where it fits the scale-up domain (latency limits reward wider
-  replicas);
+  replicas), and half it where that replica still holds ``NARROW_BATCH`` sequences
+  (less or no all-reduce traffic: on PCIe-only cards the all-reduce cannot overlap
+  compute and can cost a third or more of a step, so a submitter measuring both keeps
+  the narrower one where it is faster; Intel's Arc Pro B60 gpt-oss-120b notes measure
+  the TP all-reduce at 42% of a step over PCIe, with oneCCL giving no overlap, and
+  try the narrower TP as their first lever);
 - a **mixture-of-experts** model has three layouts, each a candidate where it fits:
   (a) a tensor-parallel group as above with its experts spread over the same
   accelerators by expert parallelism (``ep = tp``); (b) attention data parallelism
@@ -85,11 +90,15 @@ from tokenmark.perfmodel.deployment import ADP_BALANCE_STEPS
 from tokenmark.sim.params import efficiency_for, round_key
 from tokenmark.sim.workloads import workload
 
-__all__ = ["MOE_LATENCY_TP", "PD_SPLITS", "TARGET_BATCH", "ClusterSpec", "Plan", "candidates",
-           "disaggregated", "plan_deployment", "round_key"]
+__all__ = ["MOE_LATENCY_TP", "NARROW_BATCH", "PD_SPLITS", "TARGET_BATCH", "ClusterSpec", "Plan",
+           "candidates", "disaggregated", "plan_deployment", "round_key"]
 
 #: Sequences a replica should be able to hold at once when its TP is chosen.
 TARGET_BATCH = 256
+#: Sequences a replica half as wide as the rules' must hold to be tried as well: a
+#: narrower replica runs with less (or no) tensor-parallel communication, which on
+#: cards without a GPU link (PCIe only) can outweigh its smaller batch.
+NARROW_BATCH = TARGET_BATCH // 2
 DEFAULT_MAX_NUM_SEQS = 1024
 #: Accelerators in one node-sized attention data-parallel group (an HGX board's 8).
 NODE_GROUP = 8
@@ -289,6 +298,15 @@ def candidates(spec: ClusterSpec, mean_input: float, mean_output: float,
         if (not fixed and t2 <= topo.domain and spec.count % (t2 * spec.pp) == 0):
             layouts.append((t2, 1, 1, f"tp {t2}: twice the rules' tp (latency limits "
                             "reward wider replicas)"))
+        half = tp // 2
+        if not fixed and tp % 2 == 0 and half >= 1:
+            narrow = replace(base, tp=half, replicas=spec.count // (half * spec.pp),
+                             topology=topo)
+            kv = narrow.kv_capacity_tokens
+            if kv >= NARROW_BATCH * mean_len:
+                layouts.append((half, 1, 1, f"tp {half}: half the rules' tp, holding "
+                                f"{kv / mean_len:,.0f} sequences (at least {NARROW_BATCH}) "
+                                "with less tensor-parallel communication"))
     else:
         tp = _choose_tp(base, spec, mean_len, topo, why_tp, ep_follows=True)
         layouts.append((tp, 1, tp, "; ".join([*why_tp, f"experts spread over the tp {tp} "
