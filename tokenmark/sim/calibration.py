@@ -109,33 +109,32 @@ model: Blackwell v5.1's rows (Llama-2-70B's steps mostly compute-bound) have a
 root-mean-square log error of 0.096-0.103 at any ``mbu`` from 0.3 to 0.9, so only
 DeepSeek-R1's rows, co-fitted with its level, had set it.
 
-**Overheads need two model sizes**: a decode step's time per sequence is the compute
-of one token over ``mfu`` plus the per-sequence overhead, and a step's its weight reads
-or compute plus the step overhead; on the rows of one model both grow with the batch
+**Overheads need two model sizes**: a decode step's time per sequence is the compute of
+one token over ``mfu`` plus the per-sequence overhead, and a step's its weight reads or
+compute plus the step overhead; on the rows of one model both grow with the batch
 together, so any overhead is matched by an ``mfu`` that gives the same times, and what
 picks one is whatever else differs between the rows - on CDNA 4 in the v6.1 step, whose
 v6.0 group holds Llama-2-70B alone, FP4 running far less than twice as fast as FP8,
-which the fit put into a per-sequence overhead of 38 us (CDNA 3: 2 us; ``mfu`` 0.65;
-on its 19 FP4 rows alone 2.1 us and ``mfu`` 0.31), and the 8B model and 5.7B-active MoE
+which the fit put into a per-sequence overhead of 38 us (CDNA 3: 2 us; ``mfu`` 0.65; on
+its 19 FP4 rows alone 2.1 us and ``mfu`` 0.31), and the 8B model and 5.7B-active MoE
 that a 70B model's overhead was charged to came out 0.55-0.69x of published. Across
-models whose
-compute per token differs, the overhead is what does not scale with it. So a group fits
-its step and per-sequence overheads only where its rows (those it is fitted on, above)
-hold models whose active parameters differ at least ``OVERHEAD_SPAN`` (2) times
-(:func:`spans_sizes`: Llama-3.1-8B with Llama-2-70B does; gpt-oss-120b, 5.7B active, with
-Llama-3.1-8B does not: with per-token times ``c / mfu + o`` and ``r c / mfu + o`` the
-overhead is ``(r t1 - t2) / (r - 1)``, so an error ``e`` in each row's time per token
-moves it by up to ``(r + 1) / (r - 1) e``, three times at ``r = 2``, without bound as
-``r`` nears 1); otherwise it takes them from the next group that does - (architecture,
-stack, round), then (architecture, stack), the architecture, its vendor, everything
-(``Fit.overheads_from``; the source says "overheads of ...") - and fits its ``mfu`` and
-``mbu`` with them (CDNA 4 in the v6.1 step: AMD's 1.60 ms and 2.59 us, ``mfu`` 0.41;
-its rows' FP4/FP8 difference stays unexplained: with those overheads its FP4 rows alone
-fit ``mfu`` 0.33, its FP8 rows 0.62). Not a prior
-centred on the next group's overheads: where the rows cannot tell the two apart the
-prior alone would decide, and where they seem to (CDNA 4's precisions) it is an
-effect the model does not hold (an FP4 ``mfu`` of its own), which a prior wide enough
-to let two model sizes speak still lets through.
+models whose compute per token differs, the overhead is what does not scale with it. So
+a group fits its step and per-sequence overheads only where its rows (those it is fitted
+on, above) hold models whose active parameters differ at least ``OVERHEAD_SPAN`` (2)
+times (:func:`spans_sizes`: Llama-3.1-8B with Llama-2-70B does; gpt-oss-120b, 5.7B
+active, with Llama-3.1-8B does not: with per-token times ``c / mfu + o`` and ``r c / mfu
++ o`` the overhead is ``(r t1 - t2) / (r - 1)``, so an error ``e`` in each row's time
+per token moves it by up to ``(r + 1) / (r - 1) e``, three times at ``r = 2``, without
+bound as ``r`` nears 1); otherwise it takes them from the next group that does -
+(architecture, stack, round), then (architecture, stack), the architecture, its vendor,
+everything (``Fit.overheads_from``; the source says "overheads of ...") - and fits its
+``mfu`` and ``mbu`` with them (CDNA 4 in the v6.1 step: AMD's 1.60 ms and 2.59 us,
+``mfu`` 0.41; its rows' FP4/FP8 difference stays unexplained: with those overheads its
+FP4 rows alone fit ``mfu`` 0.33, its FP8 rows 0.62). Not a prior centred on the next
+group's overheads: where the rows cannot tell the two apart the prior alone would
+decide, and where they seem to (CDNA 4's precisions) it is an effect the model does not
+hold (an FP4 ``mfu`` of its own), which a prior wide enough to let two model sizes speak
+still lets through.
 
 **Groups** go from specific to general: (architecture, stack, round) - the round
 standing for the software release - where the newest round up to the row's own with

@@ -299,7 +299,7 @@ def candidates(spec: ClusterSpec, mean_input: float, mean_output: float,
             layouts.append((t2, 1, 1, f"tp {t2}: twice the rules' tp (latency limits "
                             "reward wider replicas)"))
         half = tp // 2
-        if not fixed and tp % 2 == 0 and half >= 1:
+        if not fixed and tp % 2 == 0:  # tp >= 2, so half >= 1
             narrow = replace(base, tp=half, replicas=spec.count // (half * spec.pp),
                              topology=topo)
             kv = narrow.kv_capacity_tokens
