@@ -62,11 +62,13 @@ def test_offsets_are_measured_and_corrected_and_records_merge(local_ray, tmp_pat
     assert [r.seq for r in recs] == list(range(len(sched)))
     assert np.array_equal([r.scheduled_ns for r in recs], sched.scheduled_ns)
     assert np.array_equal([r.sample_index for r in recs], sched.sample_index)
-    # on the driver's time base: on time, and the model's own latencies
+    # on the driver's time base: on time, and the model's own latencies - seconds off if
+    # uncorrected (the offsets are 3 s and -2 s); the margins hold on a busy machine
+    # (median send lag 11 ms measured at a load of 6 on 2 cores)
     lags = np.array([r.issued_ns - r.scheduled_ns for r in recs])
-    ttft = np.array([r.first_token_ns - r.scheduled_ns for r in recs])
-    assert np.median(lags) < 5_000_000 and lags.min() > -2_000_000  # seconds off if uncorrected
-    assert np.median(ttft) == pytest.approx(TTFT, abs=5_000_000)
+    ttft = np.array([r.first_token_ns - r.issued_ns for r in recs])
+    assert np.median(lags) < 200_000_000 and lags.min() > -100_000_000
+    assert np.median(ttft) == pytest.approx(TTFT, abs=100_000_000)
     gaps = [b - a for r in recs for a, b in zip(r.chunk_ns, r.chunk_ns[1:], strict=False)]
     assert np.median(gaps) == TPOT  # worker-side gaps are untouched by the shift
     # one run: the same verdict structure and MLPerf logs as a single-process run
