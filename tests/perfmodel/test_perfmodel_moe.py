@@ -85,7 +85,8 @@ def _decode(n: int, ctx: float, d: Deployment) -> tuple[float, float, float]:
     sent = 2 * tokens / g * 8 * 7168 * 2 * (g - 1) / g  # dispatch + combine, bytes
     out = (g - min(g, d.topo.domain)) / (g - 1)
     up = d.accelerator.scale_up_gb_s_bidir / 2 * 0.7  # B/ns
-    comm = 61 * (max(sent * (1 - out) / up, sent * out / (50 * 0.7)) + 2 * 8_000)
+    # + TensorRT-LLM's measured dispatch + combine latency, 19 + 32 us a layer
+    comm = 61 * (max(sent * (1 - out) / up, sent * out / (50 * 0.7)) + 51_000)
     return compute, memory, comm
 
 
@@ -142,14 +143,14 @@ def test_the_all_to_all_pays_scale_out_bandwidth_past_the_domain():
     sent = 2 * n / 16 * 8 * 7168 * 2 * 15 / 16
     up = 1800 / 2 * 0.7
     assert CostModel(nvl).decode_cost(n, ctx).comm_ns == pytest.approx(
-        61 * (sent / up + 16_000), abs=1)
+        61 * (sent / up + 51_000), abs=1)
     assert CostModel(hgx).decode_cost(n, ctx).comm_ns == pytest.approx(
-        61 * (max(sent * 7 / 15 / up, sent * 8 / 15 / 35.0) + 16_000), abs=1)
+        61 * (max(sent * 7 / 15 / up, sent * 8 / 15 / 35.0) + 51_000), abs=1)
     _, _, comm = _decode(n, ctx, hgx)
     assert CostModel(hgx).decode_cost(n, ctx).comm_ns == pytest.approx(comm, abs=1)
     # the network's 35 B/ns against NVLink's 630 (the per-layer latencies are the same):
-    # 4.5x longer all-to-alls, and the step waits for them
-    assert CostModel(hgx).decode_cost(n, ctx).comm_ns > 4 * CostModel(nvl).decode_cost(
+    # 155.9 against 61.9 us a layer, 2.5x longer all-to-alls, and the step waits for them
+    assert CostModel(hgx).decode_cost(n, ctx).comm_ns > 2.4 * CostModel(nvl).decode_cost(
         n, ctx).comm_ns
 
 
@@ -174,7 +175,7 @@ def test_speculative_decoding_step_and_tokens_per_step():
     compute += 3 * f_draft / (8 * 9000e12) * 1e9 / EFF.mfu
     memory += 3 * w_draft / 8e12 * 1e9 / EFF.mbu
     sent = 2 * 64 / 8 * 8 * 7168 * 2 * 7 / 8
-    comm += 3 / 61 * 61 * (sent / (900 * 0.7) + 16_000)
+    comm += 3 / 61 * 61 * (sent / (900 * 0.7) + 51_000)
     assert c.compute_ns == pytest.approx(compute, abs=2)
     assert c.memory_ns == pytest.approx(memory, abs=2)
     assert c.comm_ns == pytest.approx(comm, abs=2)
@@ -256,7 +257,7 @@ def test_a_prefill_under_attention_data_parallelism_costs_every_group_its_chunk(
     kv = KV_FP8 * (ctx + 1200 + n) / 8  # context read, the new tokens written
     bw = 8.0e12
     sent = 2 * run / 8 * 8 * 7168 * 2 * 7 / 8
-    comm = 61 * (sent / (1800 / 2 * 0.7) + 2 * 8_000)
+    comm = 61 * (sent / (1800 / 2 * 0.7) + 51_000)
     lin_ns, att_ns = linear / peak * 1e9 / 0.5, attn / peak * 1e9 / 0.5
     w_ns, kv_ns = weights / bw * 1e9 / 0.8, kv / bw * 1e9 / 0.8
     assert c.compute_ns == pytest.approx(lin_ns + att_ns, abs=1)

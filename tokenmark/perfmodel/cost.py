@@ -46,7 +46,8 @@ totals of the two kernels' sides:
   scale-out network otherwise; pipeline hand-offs; and the experts' all-to-all
   (dispatch and combine of ``k`` copies of each token's activations), whose traffic to
   accelerators outside the sender's scale-up domain goes over the scale-out network
-  while the rest goes over the scale-up link;
+  while the rest goes over the scale-up link, plus a fixed ``A2A_LATENCY_NS`` a layer
+  (the two kernels' barriers and launch, measured on TensorRT-LLM's all-to-all);
 - overhead = ``step_overhead_ns`` + ``seq_overhead_ns`` x the sequences of the busiest
   attention group (``ceil(sequences / dp)``): under attention data parallelism every
   rank is its own engine that schedules, samples and detokenises its own sequences
@@ -109,11 +110,22 @@ from typing import NamedTuple
 from tokenmark.perfmodel.deployment import Deployment
 from tokenmark.perfmodel.vision import vision_encoder
 
-__all__ = ["BREAKDOWN_KEYS", "CostModel", "StepComponents", "StepCost", "kernel_time"]
+__all__ = ["A2A_LATENCY_NS", "BREAKDOWN_KEYS", "CostModel", "StepComponents", "StepCost",
+           "kernel_time"]
 
 #: The parts a step's time is split into (ns), in the order they are reported.
 BREAKDOWN_KEYS = ("prefill_compute", "decode_compute", "weights_memory", "kv_memory",
                   "communication", "overhead")
+
+
+#: An expert-parallel layer's dispatch and combine cost this long besides their bytes:
+#: TensorRT-LLM's NVLinkOneSided all-to-all on GB200 NVL72 (DeepSeek-V3's hidden size,
+#: top-8 of 256 experts, ep 8 to 64) takes 17.6-21.1 us to dispatch and 30.8-36.4 us to
+#: combine a batch of 1-32 tokens a rank, flat until the bytes take over (two barriers
+#: across the group and the kernels' launch; NVIDIA/TensorRT-LLM tech blog 18,
+#: "Optimizing MoE Communication with One-Sided AlltoAll Over NVLink", docs/source/
+#: blogs/tech_blog/): 19 + 32 us, where two all-reduce latencies (16 us) stood before.
+A2A_LATENCY_NS = 51_000
 
 
 def kernel_time(linear: float, weights: float, attn: float, kv: float,
@@ -365,7 +377,7 @@ class CostModel:
             sent = 2.0 * tokens / (d.tp * d.dp) * m.experts_active * act * frac
             out = self._a2a_out
             t = max(sent * (1.0 - out) / self._up_bw, sent * out / self._out_bw)
-            comm += m.layers * (t + 2 * eff.allreduce_latency_ns)
+            comm += m.layers * (t + A2A_LATENCY_NS)
         return comm
 
     def cost(
