@@ -543,12 +543,12 @@ def test_every_group_takes_the_one_serial_fraction_chosen_over_all_interactive_r
 
 def _synthetic_setup(i: int, rnd: str, model: str, arch: str, system: str,
                      eff: Efficiency, active: float = 8e9,
-                     vendor: str = "NVIDIA") -> tuple[object, OfflineTrace]:
+                     vendor: str = "NVIDIA", fp4: bool = False) -> tuple[object, OfflineTrace]:
     """A synthetic Offline row whose published result is its trace's rate under ``eff``:
     the trace's steps (hidden 8192, so the size exponent does not matter) mix
     compute-bound and memory-bound ones in a proportion of its own; ``active`` is the
     model's active parameter count (which decides whether a group's rows can tell its
-    overheads from its compute)."""
+    overheads from its compute); ``fp4``: its matmuls run at FP4 (else FP8)."""
     from types import SimpleNamespace
 
     rng = np.random.default_rng(i)
@@ -556,13 +556,15 @@ def _synthetic_setup(i: int, rnd: str, model: str, arch: str, system: str,
     c0 = rng.uniform(0.2e6, 3e6, steps) * (1 + i % 3)
     m0 = rng.uniform(0.5e6, 2.5e6, steps) * (1 + (i + 1) % 4)
     t = OfflineTrace(c0, m0, np.zeros(steps), rng.integers(1, 64, steps).astype(float),
-                     units=1e5 * (1 + i % 5), replicas=1, hidden=8192)
+                     units=1e5 * (1 + i % 5), replicas=1, hidden=8192, fp4=fp4)
     row = SimpleNamespace(round=rnd, scenario="Offline", benchmark=model.lower(),
                           system_key=(rnd, system, arch), index=i, source="t",
                           result=predict_rate(t, eff))
     model_ns = SimpleNamespace(name=model, active_params=active)
+    dep = SimpleNamespace(model=model_ns,
+                          compute_dtype=Precision.FP4 if fp4 else Precision.FP8)
     s = SimpleNamespace(row=row, key=("t", i), arch=arch, stack="trtllm", vendor=vendor,
-                        plans=[SimpleNamespace(deployment=SimpleNamespace(model=model_ns))])
+                        plans=[SimpleNamespace(deployment=dep)])
     return s, t
 
 
@@ -772,3 +774,133 @@ def test_a_group_whose_rows_hold_one_model_size_takes_the_next_groups_overheads(
     # a CDNA 4 row takes its group's overheads
     eff, used = f._offline(rows[4])  # type: ignore[arg-type]
     assert used == "CDNA 4/trtllm/v6.0" and eff.seq_overhead_ns == amd[0].seq_overhead_ns
+
+
+def test_an_architecture_with_fp4_and_wider_rows_fits_its_fp4_paths_own_efficiency():
+    """CDNA 4 in the v6.1 step: Llama-2-70B ran FP4 at about the throughput of FP8 (v6.0,
+    12,500 against 12,192 tokens/s an MI355X) where the FP4 peak is twice FP8's, so one
+    ``mfu`` for both put the FP8 rows (and the 8B model's and gpt-oss's, whose matmuls
+    run at FP8) at 0.5-0.6x. Here architecture X's kernels reach mfu 0.5 at FP8 (three
+    systems) and 0.5 x 0.6 = 0.3 at FP4 (three more), at the prior's centre otherwise: its
+    group fits ``fp4_mfu`` 0.6 with ``mfu`` 0.5 and reproduces every row, and its FP8
+    rows are predicted at FP8's efficiency; one ``mfu`` (the code before) misses some
+    rows by more than 10%. AMD's pooled group (X beside Y, whose rows are all FP8) fits no
+    ``fp4_mfu``: over parts of two generations the precision and the part cannot be told
+    apart. A group of one precision fits none either."""
+    from tokenmark.sim.calibration import Fit
+
+    base = Efficiency(mfu=0.5, mbu=0.75, step_overhead_ns=1_500_000, seq_overhead_ns=2_000)
+    at_fp4 = Efficiency(mfu=0.5, mbu=0.75, step_overhead_ns=1_500_000, seq_overhead_ns=2_000,
+                        fp4_mfu=0.6)
+    spec = [("A", "x1", 8e9, False), ("C", "x2", 70e9, False), ("A", "x3", 8e9, False),
+            ("A", "x4", 8e9, True), ("C", "x5", 70e9, True), ("C", "x6", 70e9, True)]
+    rows, traces = [], {}
+    for i, (model, system, active, fp4) in enumerate(spec):
+        s, t = _synthetic_setup(i, "v6.0", model, "X", system, at_fp4, active=active,
+                                vendor="AMD", fp4=fp4)
+        rows.append(s)
+        traces[s.key] = [t]  # type: ignore[attr-defined]
+    for i, (model, system, active) in enumerate((("A", "y1", 8e9), ("C", "y2", 70e9))):
+        s, t = _synthetic_setup(20 + i, "v6.0", model, "Y", system, base, active=active,
+                                vendor="AMD")
+        rows.append(s)
+        traces[s.key] = [t]  # type: ignore[attr-defined]
+    f = Fit(rows, traces)  # type: ignore[arg-type]
+    got = f.stage1(("X", "trtllm", "v6.0"))
+    assert got is not None
+    eff, ape, _ = got
+    assert eff.fp4_mfu is not None
+    # (fitted 0.635 and 0.478: the prior's pull toward 1 and the rows' memory-bound
+    # steps leave a little room between the two; their product is what FP4 reaches)
+    assert eff.fp4_mfu == pytest.approx(0.6, rel=0.1)
+    assert eff.mfu == pytest.approx(0.5, rel=0.06)
+    assert eff.mfu * eff.fp4_mfu == pytest.approx(0.3, rel=0.03)
+    assert ape < 0.02
+    for s in rows[:6]:
+        t = traces[s.key][0]  # type: ignore[attr-defined]
+        assert predict_rate(t, eff) == pytest.approx(s.row.result, rel=0.03)  # type: ignore[attr-defined]
+    # one mfu for both precisions (the code before) misses them
+    one, _ = fit_efficiency(f._pairs(rows[:6]), Efficiency(), "one", f.alpha)  # type: ignore[arg-type]
+    assert one.fp4_mfu is None
+    misses = [abs(predict_rate(traces[s.key][0], one) / s.row.result - 1)  # type: ignore[attr-defined]
+              for s in rows[:6]]
+    assert max(misses) > 0.1
+    amd = f.stage1(("AMD", "*", "*"))
+    assert amd is not None and amd[0].fp4_mfu is None
+    y = f.stage1(("Y", "trtllm", "v6.0"))
+    assert y is not None and y[0].fp4_mfu is None
+
+
+def test_fp4_mfu_slows_only_the_matmuls_of_an_fp4_deployment():
+    """``fp4_mfu`` 0.5 doubles the compute time of every step of a deployment whose
+    matmuls run at FP4 and leaves one at FP8, and the memory side, as they were; unset
+    (None) it pickles as the parameters did before it existed (the calibration caches
+    are keyed on pickles), and an efficiency.csv keeps it, or not, through a round trip."""
+    import pickle
+    from dataclasses import fields, replace
+
+    from tokenmark.perfmodel.cost import CostModel
+    from tokenmark.sim.calibration_report import write_efficiency
+    from tokenmark.sim.params import read_efficiency
+
+    acc, model = find_accelerator("B200"), find_model("llama2-70b-99")
+    eff = Efficiency(mfu=0.5, mbu=0.75, step_overhead_ns=0, seq_overhead_ns=0)
+    half = replace(eff, fp4_mfu=0.5)
+    for p, slower in ((Precision.FP4, 2.0), (Precision.FP8, 1.0)):
+        a = CostModel(Deployment(acc, model, p, tp=8, efficiency=eff))
+        b = CostModel(Deployment(acc, model, p, tp=8, efficiency=half))
+        assert b.components(2048, 2048 * 1024.0, 0, 1, 64, 64e3) == a.components(
+            2048, 2048 * 1024.0, 0, 1, 64, 64e3)  # the parameter-free parts
+        sa, sb = a.step([(2048, 0)], [1000] * 64), b.step([(2048, 0)], [1000] * 64)
+        assert sb.compute_ns == pytest.approx(slower * sa.compute_ns, rel=1e-6)
+        assert sb.memory_ns == sa.memory_ns
+    state = eff.__getstate__()
+    assert len(state) == len(fields(Efficiency)) - 1 and pickle.loads(pickle.dumps(eff)) == eff
+    assert pickle.loads(pickle.dumps(half)).fp4_mfu == 0.5
+
+    import tempfile
+    from pathlib import Path as _P
+    with tempfile.TemporaryDirectory() as d:
+        path = _P(d) / "efficiency.csv"
+        write_efficiency(path, {("CDNA 4", "vllm", "v6.0", "Offline"): (half, 0.1, 3),
+                                ("CDNA 3", "vllm", "v6.0", "Offline"): (eff, 0.1, 3)})
+        got = {r.family: r.efficiency for r in read_efficiency(path)}
+        assert got["CDNA 4"].fp4_mfu == 0.5 and got["CDNA 3"].fp4_mfu is None
+        import csv
+        with open(path, encoding="utf-8", newline="") as fh:
+            table = list(csv.DictReader(fh))
+        with open(path, "w", encoding="utf-8", newline="") as fh:  # before the column
+            w = csv.DictWriter(fh, [k for k in table[0] if k != "fp4_mfu"],
+                               extrasaction="ignore")
+            w.writeheader()
+            w.writerows(table)
+        assert "fp4_mfu" not in path.read_text()
+        assert all(r.efficiency.fp4_mfu is None for r in read_efficiency(path))
+
+
+def test_a_trace_cached_before_the_fp4_flag_is_told_it(tmp_path: Path):
+    """The trace cache is keyed on the jobs, not the code: a trace pickled before
+    :attr:`OfflineTrace.fp4` existed reads the class default (False), so the calibration
+    sets the flag from each job's deployment whenever it reads traces. Before it did, the
+    v6.1 step predicted CDNA 4's FP4 Llama-2-70B Offline rows at the FP8 ``mfu`` from old
+    caches (1.40-1.47x where the fit said 1.0x)."""
+    import hashlib
+    import pickle
+
+    from tokenmark.sim.calibration import _traces
+
+    d4 = Deployment(find_accelerator("MI355X"), find_model("llama2-70b-99"), Precision.FP4)
+    d8 = Deployment(find_accelerator("MI355X"), find_model("llama2-70b-99"), Precision.FP8)
+    inp, out = np.full(4, 100), np.full(4, 10)
+    jobs = [(d, inp, out, False, None) for d in (d4, d8)]
+    store = tmp_path / "traces"
+    store.mkdir()
+    for j in jobs:  # as an old cache holds them: without the flag
+        t = OfflineTrace(np.ones(3), np.ones(3), np.zeros(3), np.ones(3), units=30.0,
+                         replicas=1, hidden=8192)
+        del t.fp4
+        key = hashlib.sha256(pickle.dumps(("traces", j), protocol=5)).hexdigest()
+        (store / f"{key}.pkl").write_bytes(pickle.dumps(t, protocol=5))
+    got = _traces(jobs, 1, tmp_path, lambda _m: None)
+    assert [t.fp4 for t in got] == [True, False]
+    assert [t.units for t in got] == [30.0, 30.0]  # read from the cache, not run again

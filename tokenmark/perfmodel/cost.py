@@ -22,8 +22,8 @@ totals of the two kernels' sides:
 
 - compute = FLOPs / (tp x dp x pp) / (dense peak at the deployment's compute precision
   x the efficiency's :meth:`~tokenmark.perfmodel.Efficiency.mfu_for` the model's
-  width), FLOPs being ``2 x body parameters`` per token processed (for a
-  mixture-of-experts model the routed experts' share scaled by
+  width and, at FP4, its ``fp4_mfu``), FLOPs being ``2 x body parameters`` per token
+  processed (for a mixture-of-experts model the routed experts' share scaled by
   :meth:`CostModel.imbalance`, the busiest accelerator's excess under expert
   parallelism), ``2 x vocab x hidden`` per token that produces a logit (decode tokens
   and each prefill chunk's last), and attention (QK and AV over every (query, context)
@@ -108,6 +108,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from tokenmark.perfmodel.deployment import Deployment
+from tokenmark.perfmodel.hardware import Precision
 from tokenmark.perfmodel.vision import vision_encoder
 
 __all__ = ["A2A_LATENCY_NS", "BREAKDOWN_KEYS", "CostModel", "StepComponents", "StepCost",
@@ -243,7 +244,7 @@ class CostModel:
         dom = min(d.ep, topo.domain)
         self._a2a_out = (d.ep - dom) / (d.ep - 1) if d.ep > 1 else 0.0
         self._ln_ep = math.log(d.ep) if d.ep > 1 else 0.0
-        self._mfu = eff.mfu_for(m.hidden)
+        self._mfu = eff.mfu_for(m.hidden, fp4=d.compute_dtype is Precision.FP4)
         enc = vision_encoder(m)
         # the vision encoder runs at its own precision where that is wider (BF16: the
         # quantisation recipes leave it unquantised)

@@ -98,6 +98,14 @@ class Efficiency:
     partly, which costs most where the two are close: at the batch sizes latency limits
     force (decode near the ridge point), while the large batches of an Offline run keep
     the matmuls compute-bound and attention bound by its KV reads either way.
+
+    ``fp4_mfu``: how much of ``mfu`` a deployment whose matmuls run at FP4 reaches of
+    the FP4 peak (None: all of it, as at any other precision). A part's FP4 path is
+    listed at twice its FP8 peak, but its FP4 kernels need not reach as much of it as
+    its FP8 kernels reach of theirs: on CDNA 4, Llama-2-70B runs FP4 at 1.0-1.03x the
+    throughput of FP8 (v6.0: 12,500 against 12,192 tokens/s an MI355X) where the peaks
+    differ 2x. Calibration fits it only for an architecture whose rows hold both FP4
+    and wider matmuls (:mod:`tokenmark.sim.calibration`).
     """
 
     mfu: float = 0.45
@@ -109,11 +117,21 @@ class Efficiency:
     size_exponent: float = 0.0
     source: str = "default (not calibrated)"
     serial_fraction: float = 0.0
+    fp4_mfu: float | None = None
 
-    def mfu_for(self, hidden: int) -> float:
-        """The compute efficiency reached by a model of this hidden size."""
-        scaled = self.mfu * float(hidden / REFERENCE_HIDDEN) ** self.size_exponent
-        return float(min(max(MAX_MFU, self.mfu), scaled))
+    def __getstate__(self) -> list[object]:
+        # unset (None), the field added last is left out: it pickles as before
+        return late_state(self, 1)
+
+    def __setstate__(self, state: list[object]) -> None:
+        set_late_state(self, state)
+
+    def mfu_for(self, hidden: int, fp4: bool = False) -> float:
+        """The compute efficiency reached by a model of this hidden size, with its
+        matmuls at FP4 when ``fp4`` (``mfu`` times ``fp4_mfu``)."""
+        mfu = self.mfu * (self.fp4_mfu or 1.0) if fp4 else self.mfu
+        scaled = mfu * float(hidden / REFERENCE_HIDDEN) ** self.size_exponent
+        return float(min(max(MAX_MFU, mfu), scaled))
 
     def at_speed(self, speed: float, source: str | None = None) -> Efficiency:
         """These parameters for a model whose kernels run ``speed`` times as fast as

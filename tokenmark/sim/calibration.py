@@ -12,7 +12,8 @@ and earlier), so what users get is what was scored.
 
 - *stage 1*: ``mfu``, step overhead, per-sequence overhead (the overheads only where
   the group's rows hold models of different sizes, below) and a first ``mbu`` per
-  group (:func:`~tokenmark.sim.fit.fit_efficiency`), on the **Offline** rows only: an
+  group (:func:`~tokenmark.sim.fit.fit_efficiency`; and the FP4 path's own ``fp4_mfu``
+  where the group's rows can tell it, below), on the **Offline** rows only: an
   Offline run's steps do not depend on the parameters, so each candidate deployment's
   run is recorded once without parameters (:func:`~tokenmark.sim.predict.offline_trace`)
   and its throughput under any parameters is exact and cheap; a row's prediction is
@@ -129,12 +130,26 @@ bound as ``r`` nears 1); otherwise it takes them from the next group that does -
 (architecture, stack, round), then (architecture, stack), the architecture, its vendor,
 everything (``Fit.overheads_from``; the source says "overheads of ...") - and fits its
 ``mfu`` and ``mbu`` with them (CDNA 4 in the v6.1 step: AMD's 1.60 ms and 2.59 us,
-``mfu`` 0.41; its rows' FP4/FP8 difference stays unexplained: with those overheads its
-FP4 rows alone fit ``mfu`` 0.33, its FP8 rows 0.62). Not a prior centred on the next
-group's overheads: where the rows cannot tell the two apart the prior alone would
-decide, and where they seem to (CDNA 4's precisions) it is an effect the model does not
-hold (an FP4 ``mfu`` of its own), which a prior wide enough to let two model sizes speak
-still lets through.
+``mfu`` 0.41 before its FP4 path had its own efficiency, below). Not a prior centred
+on the next group's overheads: where the rows cannot tell the two apart the prior alone
+would decide, and where they seem to (CDNA 4's precisions) it is an effect of its own,
+which a prior wide enough to let two model sizes speak still lets through.
+
+**The FP4 path's own efficiency**: a part's FP4 peak is listed at twice its FP8 peak,
+but its FP4 kernels need not reach as much of it: on CDNA 4, Llama-2-70B ran FP4 at
+1.0-1.03x the throughput of FP8 in v6.0 (12,500 against 12,192 tokens/s an MI355X).
+With one ``mfu`` for both, the v6.0 step's CDNA 4 rows came out 0.99-1.19x at FP4 and
+0.55-0.65x at FP8, and the v6.1 step's fit (``mfu`` 0.41 for both, its FP4 rows alone
+0.33, its FP8 rows 0.62) put every CDNA 4 row whose matmuls run at FP8 (Llama-3.1-8B,
+and gpt-oss-120b, whose MXFP4 experts multiply FP8 activations) at its FP4 rows'
+efficiency. So a group of one architecture whose rows hold matmuls at FP4 and at a
+wider precision, each from ``MIN_SYSTEMS`` systems, fits ``fp4_mfu`` too
+(:meth:`Fit._tells_fp4`; :func:`~tokenmark.sim.fit.fit_efficiency`): its FP4 rows reach
+``mfu x fp4_mfu``, the others ``mfu`` (CDNA 4 in the v6.1 step: ``mfu`` 0.58, and 0.33
+at FP4; RTX Blackwell: ``fp4_mfu`` 0.93-0.94). A vendor's or everything's group fits
+none: over several generations the precision would stand for the part. A group without
+it (one precision, or too few systems at one: the v5.1 and v6.0 steps have none) is as
+before.
 
 **Groups** go from specific to general: (architecture, stack, round) - the round
 standing for the software release - where the newest round up to the row's own with
@@ -176,7 +191,7 @@ import numpy as np
 from tokenmark.errors import ConfigError
 from tokenmark.mlperf.presets import load_round, rounds
 from tokenmark.mlperf.settings import LatencyLimits, Scenario
-from tokenmark.perfmodel import Deployment, Efficiency, find_accelerator
+from tokenmark.perfmodel import Deployment, Efficiency, Precision, find_accelerator
 from tokenmark.sim.calibration_report import CalibrationReport, Level, RowResult
 from tokenmark.sim.fit import OfflineTrace, fit_efficiency, predict_rate
 from tokenmark.sim.params import EfficiencyRow, Levels, efficiency_for, level_of
@@ -309,6 +324,17 @@ def prepare(row: PublishedRow, lengths: Lengths) -> Setup | str:
 def _trace_job(job: tuple[Any, ...]) -> OfflineTrace:
     d, inp, out, samples, enc = job
     return offline_trace(d, inp, out, samples=samples, encoder=enc)
+
+
+def _traces(jobs: list[tuple[Any, ...]], workers: int, cache_dir: Path | None,
+            say: Callable[[str], None]) -> list[OfflineTrace]:
+    """The trace jobs' traces (:func:`_run`), each told whether its deployment's matmuls
+    run at FP4 (:attr:`~tokenmark.sim.fit.OfflineTrace.fp4`: a trace cached before the
+    flag existed reads False)."""
+    flat: list[OfflineTrace] = _run(_trace_job, jobs, workers, cache_dir, "traces", say)
+    for t, j in zip(flat, jobs, strict=True):
+        t.fp4 = j[0].compute_dtype is Precision.FP4
+    return flat
 
 
 def _invert_job(job: tuple[Any, ...]) -> tuple[int, list[float]]:
@@ -715,9 +741,21 @@ class Fit:
                     self.overheads_from[level] = self.overheads_from.get(up, up)
                     source += f" (overheads of {'/'.join(self.overheads_from[level])})"
                 eff, ape = fit_efficiency(self._pairs(rows), Efficiency(), source, a,
-                                          overheads=overheads)
+                                          overheads=overheads, fp4=self._tells_fp4(level, rows))
                 self._stage1[k] = (eff, ape, len(systems))
         return self._stage1[k]
+
+    def _tells_fp4(self, level: Level, rows: list[Setup]) -> bool:
+        """Whether ``level`` fits its FP4 path's own efficiency (``fp4_mfu``): a group of
+        one architecture (a vendor's or everything's would set its parts' generations
+        against each other) whose rows hold matmuls at FP4 and at a wider precision,
+        each from ``MIN_SYSTEMS`` systems."""
+        if level[0] not in self._arch_systems:
+            return False
+        by: dict[bool, set[tuple[str, str, str]]] = defaultdict(set)
+        for s in rows:
+            by[s.plans[0].deployment.compute_dtype is Precision.FP4].add(s.row.system_key)
+        return all(len(by[k]) >= MIN_SYSTEMS for k in (True, False))
 
     def _overhead_level(self, level: Level) -> Level | None:
         """The next more general group, whose overheads ``level`` takes when its rows
@@ -947,7 +985,7 @@ def fit(train: list[Setup], *, server: bool = True, requests: int = 1500,
     offline = [s for s in train if s.row.scenario == "Offline"]
     jobs = [(p.deployment, s.inputs, s.outputs, s.samples, s.encoder)
             for s in offline for p in s.plans]
-    flat = _run(_trace_job, jobs, workers, cache_dir, "traces", say)
+    flat = _traces(jobs, workers, cache_dir, say)
     traces: dict[tuple[Any, ...], list[OfflineTrace]] = {}
     i = 0
     for s in offline:
@@ -1079,9 +1117,8 @@ def forward_evaluation(
         # come from the trace jobs (and their cache)
         offline = [(rr, s) for rr, s in test if s.row.scenario == "Offline"]
         say(f"{rnd}: predicting {len(offline)} Offline rows from their traces")
-        flat = _run(_trace_job, [(p.deployment, s.inputs, s.outputs, s.samples, s.encoder)
-                                 for _, s in offline for p in s.plans],
-                    workers, cache_dir, "traces", say)
+        flat = _traces([(p.deployment, s.inputs, s.outputs, s.samples, s.encoder)
+                        for _, s in offline for p in s.plans], workers, cache_dir, say)
         i = 0
         for rr, s in offline:
             off_eff, rr.group = f.offline_params(s)

@@ -283,12 +283,13 @@ def write_efficiency(path: Path, params: dict[tuple[str, str, str, str],
         w = csv.writer(f, lineterminator="\n")
         w.writerow(["family", "stack", "round", "scenario", "mfu", "mbu",
                     "step_overhead_us", "seq_overhead_us", "size_exponent",
-                    "serial_fraction", "rows", "median_ape", "notes"])
+                    "serial_fraction", "rows", "median_ape", "fp4_mfu", "notes"])
         for (fam, st, rnd, sc), (eff, ape, n) in sorted(params.items()):
             w.writerow([fam, st, rnd, sc, f"{eff.mfu:.4f}", f"{eff.mbu:.4f}",
                         f"{eff.step_overhead_ns / 1000:.1f}",
                         f"{eff.seq_overhead_ns / 1000:.2f}", f"{eff.size_exponent:.2f}",
                         f"{eff.serial_fraction:.2f}", n, f"{ape:.4f}",
+                        "" if eff.fp4_mfu is None else f"{eff.fp4_mfu:.4f}",
                         "fitted on the rounds up to v6.0 by bench/calibrate.py: mfu and "
                         "overheads on Offline rows (of models past their debut round, "
                         "where the architecture has enough; overheads from the next "

@@ -48,6 +48,9 @@ PRIOR = (
     (math.log(1500.0), 1.5),
     (math.log(2.0), 2.5),
 )
+#: Prior centre and width of ``log fp4_mfu``, where a group fits it: as fast as the
+#: other precisions unless its rows say otherwise.
+FP4_PRIOR = (0.0, 1.0)
 PRIOR_WEIGHT = 0.01
 
 
@@ -81,11 +84,17 @@ class OfflineTrace:
     reads ``memory0 - kv0``) and its attention (compute ``attn0``, KV-cache traffic
     ``kv0``), one after the other, each on its own roofline
     (:func:`~tokenmark.perfmodel.cost.kernel_time`); each part's sum over the steps is
-    exact under any parameters (:class:`_Roofline`)."""
+    exact under any parameters (:class:`_Roofline`). ``fp4``: its matmuls run at FP4,
+    so they reach ``mfu`` times the parameters' ``fp4_mfu``."""
+
+    #: (a class default, so a trace pickled before the attribute existed reads False)
+    fp4: bool = False
 
     def __init__(self, compute0: np.ndarray, memory0: np.ndarray, comm: np.ndarray,
                  seqs: np.ndarray, units: float, replicas: int, hidden: int,
-                 attn0: np.ndarray | None = None, kv0: np.ndarray | None = None) -> None:
+                 attn0: np.ndarray | None = None, kv0: np.ndarray | None = None,
+                 fp4: bool = False) -> None:
+        self.fp4 = fp4
         self.units = units
         self.replicas = replicas
         self.hidden = hidden
@@ -99,7 +108,7 @@ class OfflineTrace:
         self._seqs = float(seqs.sum())
 
     def time_ns(self, eff: Efficiency) -> float:
-        return self.time_raw(eff.mfu_for(self.hidden), eff.mbu, eff.step_overhead_ns,
+        return self.time_raw(eff.mfu_for(self.hidden, self.fp4), eff.mbu, eff.step_overhead_ns,
                              eff.seq_overhead_ns, eff.serial_fraction)
 
     def time_raw(self, mfu: float, mbu: float, step_ns: float, seq_ns: float,
@@ -114,7 +123,8 @@ class OfflineTrace:
 
     def compute_bound_share(self, eff: Efficiency) -> float:
         """The share of steps whose compute time is at least their memory time."""
-        k = int(np.searchsorted(self._ratio, eff.mfu_for(self.hidden) / eff.mbu, side="left"))
+        k = int(np.searchsorted(self._ratio, eff.mfu_for(self.hidden, self.fp4) / eff.mbu,
+                                side="left"))
         return 1.0 - k / self.steps if self.steps else 0.0
 
 
@@ -127,7 +137,8 @@ def predict_rate(trace: OfflineTrace, eff: Efficiency) -> float:
 def _efficiency(x: np.ndarray, base: Efficiency, source: str) -> Efficiency:
     return replace(base, mfu=1 / (1 + math.exp(-x[0])), mbu=1 / (1 + math.exp(-x[1])),
                    step_overhead_ns=int(math.exp(x[2]) * 1000),
-                   seq_overhead_ns=int(math.exp(x[3]) * 1000), source=source)
+                   seq_overhead_ns=int(math.exp(x[3]) * 1000), source=source,
+                   fp4_mfu=math.exp(x[4]) if x.shape[0] > 4 else None)
 
 
 def nelder_mead(f: Callable[[np.ndarray], float], x0: np.ndarray, step: float = 0.5,
@@ -173,14 +184,19 @@ def fit_efficiency(
     mbu: float | None = None,
     serial_fraction: float = 0.0,
     overheads: tuple[float, float] | None = None,
+    fp4: bool = False,
 ) -> tuple[Efficiency, float]:
     """Parameters for one group from ``(traces, published rate)`` pairs, with the global
     ``size_exponent``, the ``serial_fraction`` (and ``mbu``, and the step and
     per-sequence ``overheads`` in ns, when given) held fixed, and the fit's median
     absolute percentage error on those rows. A row may give several traces (the
     planner's candidate deployments): its prediction is the best of them under the
-    parameters, as the planner would choose."""
-    base = replace(base, size_exponent=size_exponent, serial_fraction=serial_fraction)
+    parameters, as the planner would choose. With ``fp4`` the FP4 path's own
+    efficiency ``fp4_mfu`` is fitted too (a fifth coordinate, ``log fp4_mfu``, under
+    ``FP4_PRIOR``): the traces whose matmuls run at FP4 (:attr:`OfflineTrace.fp4`)
+    reach ``mfu x fp4_mfu``; without it every trace reaches ``mfu``."""
+    base = replace(base, size_exponent=size_exponent, serial_fraction=serial_fraction,
+                   fp4_mfu=None)
     if not rows:
         return replace(base, source=source), 0.0
     groups = [[t] if isinstance(t, OfflineTrace) else list(t) for t, _ in rows]
@@ -189,8 +205,10 @@ def fit_efficiency(
     sizes = [(t.hidden / REFERENCE_HIDDEN) ** size_exponent for t in flat]
     scale = np.array([t.replicas * t.units for t in flat])
     target = np.log(np.array([a for _, a in rows]))
-    centre = np.array([c for c, _ in PRIOR])
-    width = np.array([w for _, w in PRIOR])
+    prior = (*PRIOR, FP4_PRIOR) if fp4 else PRIOR
+    centre = np.array([c for c, _ in prior])
+    width = np.array([w for _, w in prior])
+    fp4_at = np.array([t.fp4 for t in flat])
     n_rows = len(rows)
 
     # the coordinates held fixed, by index
@@ -216,8 +234,10 @@ def fit_efficiency(
         mbu = 1 / (1 + math.exp(-x[1]))
         so = math.exp(x[2]) * 1000
         qo = math.exp(x[3]) * 1000
-        t = np.array([tr.time_raw(min(MAX_MFU, mfu * f), mbu, so, qo, serial_fraction)
-                      for tr, f in zip(flat, sizes, strict=True)])
+        r4 = math.exp(x[4]) if fp4 else 1.0
+        t = np.array([tr.time_raw(min(MAX_MFU, mfu * (r4 if f4 else 1.0) * f), mbu, so, qo,
+                                  serial_fraction)
+                      for tr, f, f4 in zip(flat, sizes, fp4_at, strict=True)])
         each = np.log(scale / (t / 1e9))
         pred = np.full(n_rows, -np.inf)
         np.maximum.at(pred, owner, each)

@@ -83,6 +83,7 @@ def _rows(records: tuple[dict[str, str], ...]) -> tuple[EfficiencyRow, ...]:
             seq_overhead_ns=int(float(r["seq_overhead_us"]) * 1000),
             size_exponent=float(r.get("size_exponent") or 0.0),
             serial_fraction=float(r.get("serial_fraction") or 0.0),
+            fp4_mfu=float(r["fp4_mfu"]) if r.get("fp4_mfu") else None,
             source=(f"calibrated: {r['family']}/{r['stack']}/{rnd}"
                     f"{'' if sc == '*' else ' ' + sc} ({r['rows']} systems' "
                     "published results)"),

@@ -55,6 +55,8 @@ def deployment_json(d: Deployment) -> dict[str, Any]:
                            "prefill_replicas": pol.prefill_replicas,
                            "kv_capacity_tokens_per_replica": d.kv_capacity_tokens},
         "efficiency": {"mfu": eff.mfu, "mbu": eff.mbu,
+                       # the share of mfu its FP4 matmuls reach (None: all of it)
+                       "fp4_mfu": eff.fp4_mfu,
                        "step_overhead_us": eff.step_overhead_ns / 1000,
                        "seq_overhead_us": eff.seq_overhead_ns / 1000,
                        "link_efficiency": eff.link_efficiency,
