@@ -854,6 +854,13 @@ def test_fp4_mfu_slows_only_the_matmuls_of_an_fp4_deployment():
         sa, sb = a.step([(2048, 0)], [1000] * 64), b.step([(2048, 0)], [1000] * 64)
         assert sb.compute_ns == pytest.approx(slower * sa.compute_ns, rel=1e-6)
         assert sb.memory_ns == sa.memory_ns
+    # a simulation's report says what the FP4 matmuls reach, and only at FP4
+    from tokenmark.sim.report import _at_fp4, deployment_json
+    for p, shown in ((Precision.FP4, " (x0.500 at fp4: 0.250)"), (Precision.FP8, "")):
+        dep = deployment_json(Deployment(acc, model, p, tp=8, efficiency=half))
+        assert dep["efficiency"]["fp4_mfu"] == 0.5 and _at_fp4(dep) == shown
+    assert _at_fp4(deployment_json(Deployment(acc, model, Precision.FP4, tp=8,
+                                              efficiency=eff))) == ""
     state = eff.__getstate__()
     assert len(state) == len(fields(Efficiency)) - 1 and pickle.loads(pickle.dumps(eff)) == eff
     assert pickle.loads(pickle.dumps(half)).fp4_mfu == 0.5

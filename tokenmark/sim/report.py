@@ -69,6 +69,15 @@ def _ms(v: Any) -> str:
     return f"{float(v):,.2f}" if v is not None else "-"
 
 
+def _at_fp4(dep: dict[str, Any]) -> str:
+    """What the matmuls of a deployment computing at FP4 reach where the parameters give
+    its FP4 path an efficiency of its own (``fp4_mfu``; absent from older documents)."""
+    r4 = dep["efficiency"].get("fp4_mfu")
+    if r4 is None or dep.get("compute_precision") != "fp4":
+        return ""
+    return f" (x{r4:.3f} at fp4: {dep['efficiency']['mfu'] * r4:.3f})"
+
+
 def report_lines(doc: dict[str, Any]) -> list[str]:
     run = doc["run"]
     sim = doc["simulation"]
@@ -93,7 +102,8 @@ def report_lines(doc: dict[str, Any]) -> list[str]:
            f"{dep['speculative_decoding']['tokens_drafted']}, "
            f"{dep['speculative_decoding']['tokens_per_step']:.2f} tokens a step"
            if dep.get("speculative_decoding") else ""),
-        f"efficiency: mfu {dep['efficiency']['mfu']:.3f}, mbu {dep['efficiency']['mbu']:.3f}, "
+        f"efficiency: mfu {dep['efficiency']['mfu']:.3f}{_at_fp4(dep)}, "
+        f"mbu {dep['efficiency']['mbu']:.3f}, "
         f"step {dep['efficiency']['step_overhead_us']:.0f} us, per sequence "
         f"{dep['efficiency']['seq_overhead_us']:.1f} us ({dep['efficiency']['source']})",
     ]
