@@ -5,7 +5,9 @@
 least two systems, with ``mfu``, ``mbu``, the fixed step and per-sequence overheads,
 the global size exponent, the serial fraction (how much of the shorter of a step's
 compute and memory time is not overlapped), the systems fitted and the fit's median
-error, once per scenario: ``Offline`` (stage 1, fitted on Offline results), ``Server``
+error, the FP4 path's own efficiency where the group's rows can tell it (``fp4_mfu``:
+FP4 matmuls reach ``mfu`` times it; blank, all of ``mfu``, elsewhere), once per
+scenario: ``Offline`` (stage 1, fitted on Offline results), ``Server``
 (stage 1's parameters at the vendor's Server speed: ``mfu`` and ``mbu`` times it, the
 overheads over it) and ``Interactive`` (the bandwidth efficiency and serial fraction
 chosen on its own rows where it has enough). Groups are
