@@ -561,8 +561,7 @@ def _synthetic_setup(i: int, rnd: str, model: str, arch: str, system: str,
                           system_key=(rnd, system, arch), index=i, source="t",
                           result=predict_rate(t, eff))
     model_ns = SimpleNamespace(name=model, active_params=active)
-    dep = SimpleNamespace(model=model_ns,
-                          compute_dtype=Precision.FP4 if fp4 else Precision.FP8)
+    dep = SimpleNamespace(model=model_ns, fp4_matmuls=fp4)
     s = SimpleNamespace(row=row, key=("t", i), arch=arch, stack="trtllm", vendor=vendor,
                         plans=[SimpleNamespace(deployment=dep)])
     return s, t
@@ -831,11 +830,12 @@ def test_an_architecture_with_fp4_and_wider_rows_fits_its_fp4_paths_own_efficien
     assert y is not None and y[0].fp4_mfu is None
 
 
-def test_fp4_mfu_slows_only_the_matmuls_of_an_fp4_deployment():
+def test_fp4_mfu_slows_only_the_matmuls_of_an_fp4_deployment(tmp_path: Path):
     """``fp4_mfu`` 0.5 doubles the compute time of every step of a deployment whose
     matmuls run at FP4 and leaves one at FP8, and the memory side, as they were; unset
     (None) it pickles as the parameters did before it existed (the calibration caches
     are keyed on pickles), and an efficiency.csv keeps it, or not, through a round trip."""
+    import csv
     import pickle
     from dataclasses import fields, replace
 
@@ -865,24 +865,20 @@ def test_fp4_mfu_slows_only_the_matmuls_of_an_fp4_deployment():
     assert len(state) == len(fields(Efficiency)) - 1 and pickle.loads(pickle.dumps(eff)) == eff
     assert pickle.loads(pickle.dumps(half)).fp4_mfu == 0.5
 
-    import tempfile
-    from pathlib import Path as _P
-    with tempfile.TemporaryDirectory() as d:
-        path = _P(d) / "efficiency.csv"
-        write_efficiency(path, {("CDNA 4", "vllm", "v6.0", "Offline"): (half, 0.1, 3),
-                                ("CDNA 3", "vllm", "v6.0", "Offline"): (eff, 0.1, 3)})
-        got = {r.family: r.efficiency for r in read_efficiency(path)}
-        assert got["CDNA 4"].fp4_mfu == 0.5 and got["CDNA 3"].fp4_mfu is None
-        import csv
-        with open(path, encoding="utf-8", newline="") as fh:
-            table = list(csv.DictReader(fh))
-        with open(path, "w", encoding="utf-8", newline="") as fh:  # before the column
-            w = csv.DictWriter(fh, [k for k in table[0] if k != "fp4_mfu"],
-                               extrasaction="ignore")
-            w.writeheader()
-            w.writerows(table)
-        assert "fp4_mfu" not in path.read_text()
-        assert all(r.efficiency.fp4_mfu is None for r in read_efficiency(path))
+    path = tmp_path / "efficiency.csv"
+    write_efficiency(path, {("CDNA 4", "vllm", "v6.0", "Offline"): (half, 0.1, 3),
+                            ("CDNA 3", "vllm", "v6.0", "Offline"): (eff, 0.1, 3)})
+    got = {r.family: r.efficiency for r in read_efficiency(path)}
+    assert got["CDNA 4"].fp4_mfu == 0.5 and got["CDNA 3"].fp4_mfu is None
+    with open(path, encoding="utf-8", newline="") as fh:
+        table = list(csv.DictReader(fh))
+    with open(path, "w", encoding="utf-8", newline="") as fh:  # before the column
+        w = csv.DictWriter(fh, [k for k in table[0] if k != "fp4_mfu"],
+                           extrasaction="ignore")
+        w.writeheader()
+        w.writerows(table)
+    assert "fp4_mfu" not in path.read_text()
+    assert all(r.efficiency.fp4_mfu is None for r in read_efficiency(path))
 
 
 def test_a_trace_cached_before_the_fp4_flag_is_told_it(tmp_path: Path):

@@ -108,7 +108,6 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from tokenmark.perfmodel.deployment import Deployment
-from tokenmark.perfmodel.hardware import Precision
 from tokenmark.perfmodel.vision import vision_encoder
 
 __all__ = ["A2A_LATENCY_NS", "BREAKDOWN_KEYS", "CostModel", "StepComponents", "StepCost",
@@ -244,7 +243,7 @@ class CostModel:
         dom = min(d.ep, topo.domain)
         self._a2a_out = (d.ep - dom) / (d.ep - 1) if d.ep > 1 else 0.0
         self._ln_ep = math.log(d.ep) if d.ep > 1 else 0.0
-        self._mfu = eff.mfu_for(m.hidden, fp4=d.compute_dtype is Precision.FP4)
+        self._mfu = eff.mfu_for(m.hidden, fp4=d.fp4_matmuls)
         enc = vision_encoder(m)
         # the vision encoder runs at its own precision where that is wider (BF16: the
         # quantisation recipes leave it unquantised)

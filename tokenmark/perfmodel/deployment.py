@@ -233,6 +233,12 @@ class Deployment:
         return keep
 
     @property
+    def fp4_matmuls(self) -> bool:
+        """Whether the matmuls run at FP4 (:attr:`compute_dtype`), so they reach the
+        efficiency's ``mfu`` times its ``fp4_mfu``."""
+        return self.compute_dtype is Precision.FP4
+
+    @property
     def dense_compute_dtype(self) -> Precision:
         """The precision the matmuls over the weights outside the routed experts run at:
         :attr:`compute_dtype` unless those weights are kept wider (:attr:`dense_dtype`),

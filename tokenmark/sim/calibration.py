@@ -191,7 +191,7 @@ import numpy as np
 from tokenmark.errors import ConfigError
 from tokenmark.mlperf.presets import load_round, rounds
 from tokenmark.mlperf.settings import LatencyLimits, Scenario
-from tokenmark.perfmodel import Deployment, Efficiency, Precision, find_accelerator
+from tokenmark.perfmodel import Deployment, Efficiency, find_accelerator
 from tokenmark.sim.calibration_report import CalibrationReport, Level, RowResult
 from tokenmark.sim.fit import OfflineTrace, fit_efficiency, predict_rate
 from tokenmark.sim.params import EfficiencyRow, Levels, efficiency_for, level_of
@@ -333,7 +333,7 @@ def _traces(jobs: list[tuple[Any, ...]], workers: int, cache_dir: Path | None,
     flag existed reads False)."""
     flat: list[OfflineTrace] = _run(_trace_job, jobs, workers, cache_dir, "traces", say)
     for t, j in zip(flat, jobs, strict=True):
-        t.fp4 = j[0].compute_dtype is Precision.FP4
+        t.fp4 = j[0].fp4_matmuls
     return flat
 
 
@@ -754,7 +754,7 @@ class Fit:
             return False
         by: dict[bool, set[tuple[str, str, str]]] = defaultdict(set)
         for s in rows:
-            by[s.plans[0].deployment.compute_dtype is Precision.FP4].add(s.row.system_key)
+            by[s.plans[0].deployment.fp4_matmuls].add(s.row.system_key)
         return all(len(by[k]) >= MIN_SYSTEMS for k in (True, False))
 
     def _overhead_level(self, level: Level) -> Level | None:

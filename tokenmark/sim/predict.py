@@ -40,7 +40,6 @@ from tokenmark.mlperf.settings import LatencyLimits
 from tokenmark.perfmodel import (
     Deployment,
     Efficiency,
-    Precision,
     ReplicaEngine,
     find_accelerator,
     find_model,
@@ -168,7 +167,7 @@ def offline_trace(d: Deployment, inputs: np.ndarray, outputs: np.ndarray, *,
     trace = OfflineTrace(np.asarray(c0, np.float64), np.asarray(m0, np.float64),
                          np.asarray(cm, np.float64), np.asarray(sq, np.float64), units,
                          d.replicas, d.model.hidden, np.asarray(a0, np.float64),
-                         np.asarray(k0, np.float64), fp4=d.compute_dtype is Precision.FP4)
+                         np.asarray(k0, np.float64), fp4=d.fp4_matmuls)
     _TRACES[key] = trace
     return trace
 
