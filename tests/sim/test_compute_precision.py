@@ -175,6 +175,15 @@ def test_int8_weights_run_int8_where_the_accelerator_has_an_int8_rate() -> None:
     assert c.compute0_ns == pytest.approx(flops / 197e12 * 1e9, rel=1e-9)
     assert Deployment(find_accelerator("H200"), l8b, Precision.INT8).compute_dtype \
         is Precision.FP8
+    # INT4 weights run W4A8 on that INT8 rate (Intel's v5.1 UINT4 rows and v6.0 INT8
+    # rows on the same 8 x B60 system: 3,009 and 3,271 tokens/s on Llama-2-70B), and
+    # widen to the narrowest float path where there is no INT8 rate (H200: FP8)
+    d4 = Deployment(b60, l8b, Precision.INT4)
+    assert d4.compute_dtype is Precision.INT8
+    assert CostModel(d4).components(n, n * (n + 1) / 2, 0.0, 1, 0, 0.0).compute0_ns == \
+        pytest.approx(flops / 197e12 * 1e9, rel=1e-9)
+    assert Deployment(find_accelerator("H200"), l8b, Precision.INT4).compute_dtype \
+        is Precision.FP8
     # gpt-oss's MXFP4 experts on B60 (no FP4 or FP8 path) still dequantise to BF16
     assert Deployment(b60, OSS, Precision.FP4).compute_dtype is Precision.BF16
     assert "int8" not in find_accelerator("B200").tflops  # no figure: no key
