@@ -342,10 +342,11 @@ def _domain(text: str) -> int:
 def _rates(r: dict[str, str]) -> dict[str, float]:
     """A row's dense rates by precision. ``int8_dense_tops`` (the last column, filled
     only where the table has a figure: rows without it end before it) adds an integer
-    path: INT8 weights then run INT8 matmuls (W8A8) at that rate instead of being
-    widened to a float format (:meth:`Accelerator.compute_precision`). The key is left
-    out where there is no figure, so the other accelerators pickle as before (the
-    calibration caches key on pickled deployments)."""
+    path: INT8 weights then run INT8 matmuls (W8A8) at that rate, and INT4 weights
+    W4A8, instead of being widened to a float format
+    (:meth:`Accelerator.compute_precision`). The key is left out where there is no
+    figure, so the other accelerators pickle as before (the calibration caches key on
+    pickled deployments)."""
     out = {"bf16": _f(r["bf16_dense_tflops"]), "fp8": _f(r["fp8_dense_tflops"]),
            "fp4": _f(r["fp4_dense_tflops"])}
     int8 = _f(r.get("int8_dense_tops") or "")
