@@ -184,6 +184,13 @@ def test_int8_weights_run_int8_where_the_accelerator_has_an_int8_rate() -> None:
         pytest.approx(flops / 197e12 * 1e9, rel=1e-9)
     assert Deployment(find_accelerator("H200"), l8b, Precision.INT4).compute_dtype \
         is Precision.FP8
+    from tokenmark.sim.plan import ClusterSpec, plan_deployment
+    notes = plan_deployment(ClusterSpec("Arc Pro B60", "llama3.1-8b", precision="int4"),
+                            870.0, 128.0).notes
+    assert any("integer matrix path (W4A8) computed at int8" in n for n in notes), notes
+    notes = plan_deployment(ClusterSpec("H200", "llama3.1-8b", precision="int4"), 870.0,
+                            128.0).notes
+    assert any("weight-only quantisation computed at fp8" in n for n in notes), notes
     # gpt-oss's MXFP4 experts on B60 (no FP4 or FP8 path) still dequantise to BF16
     assert Deployment(b60, OSS, Precision.FP4).compute_dtype is Precision.BF16
     assert "int8" not in find_accelerator("B200").tflops  # no figure: no key

@@ -168,8 +168,10 @@ def _precision(spec: ClusterSpec, acc: Accelerator, notes: list[str]) -> Precisi
         p = Precision.parse(spec.precision)
         c = acc.compute_precision(p)
         if c is not p:
+            how = ("its integer matrix path (W4A8)" if c is Precision.INT8
+                   else "weight-only quantisation")
             notes.append(f"precision {p.value}: {acc.short} has no {p.value} matmuls, so "
-                         f"weight-only quantisation computed at {c.value}")
+                         f"{how} computed at {c.value}")
         return p
     p = acc.lowest_precision
     notes.append(f"precision {p.value}: the narrowest {acc.short} computes natively")
