@@ -37,7 +37,8 @@ def simulate_cmd(
     scale_out_gbps: Annotated[float, typer.Option(
         help="Scale-out bandwidth per accelerator, GB/s one way.")] = 50.0,
     precision: Annotated[str | None, typer.Option(
-        help="bf16, fp8 or fp4 (default: the narrowest the accelerator computes).")] = None,
+        help="bf16, fp8, fp4, int8 or int4 (default: the narrowest the accelerator "
+             "computes; integer weights run at its INT8 rate where it lists one).")] = None,
     tp: Annotated[int | None, typer.Option(help="Tensor parallelism (default: planned).")] = None,
     pp: Annotated[int, typer.Option(help="Pipeline parallelism.")] = 1,
     ep: Annotated[int | None, typer.Option(

@@ -116,7 +116,7 @@ class Accelerator:
         INT8 weights in v6.0 (Llama-3.1-8B: 6,472 and 6,762), about Intel's own
         "1.18x from software" on the same cards, where a BF16 path for the INT4 rows
         would have put the INT8 rows at twice their speed (the v6.0 step predicted
-        Llama-3.1-8B 1.7-2.3x too high from the v5.1 rows read that way)."""
+        Llama-3.1-8B 1.7-2.5x too high from the v5.1 rows read that way)."""
         if self.tflops.get(weights.value):
             return weights
         if weights is Precision.INT4 and self.tflops.get(Precision.INT8.value):
