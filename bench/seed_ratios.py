@@ -43,7 +43,13 @@ from tokenmark.sim.calibration import Lengths, limits_for
 from tokenmark.sim.params import efficiency_for, read_efficiency, read_levels
 from tokenmark.sim.plan import ClusterSpec
 from tokenmark.sim.predict import Prediction, predict
-from tokenmark.sim.scaling import BAND, LastQuery, last_query, ratio_quantiles
+from tokenmark.sim.scaling import (
+    BAND,
+    LastQuery,
+    last_query,
+    loadgen_run_seconds,
+    ratio_quantiles,
+)
 
 PUBLISHED = {
     "qwen_interactive": (1306.6, 349.29),
@@ -125,15 +131,13 @@ def _last_queries(one: Prediction, four: Prediction, ratio: float, eff: Any,
                   lengths: Lengths, requests: int) -> None:
     """The Server scaling's spread from LoadGen's last-query term, and the published
     figure's split (module docstring)."""
-    inp, out, _ = lengths.get("deepseek-r1")
-    limits = limits_for("deepseek-r1", "Server", ROUND)
-    assert limits is not None
     rules = load_round(ROUND).benchmarks["deepseek-r1"].scenarios[Scenario.SERVER]
-    lat = eff("GB300", "deepseek-r1", "Server")
-    lq = {n: last_query(p.plan.deployment, lat, inp, out, p, limits,
-                        min_duration_s=rules.min_duration_ms / 1000,
-                        min_queries=rules.min_query_count, requests=requests)
+    # each prediction's own latencies, in runs of the rules' minimum length
+    lq = {n: last_query(p).over(loadgen_run_seconds(p.qps, rules.min_duration_ms / 1000,
+                                                    rules.min_query_count))
           for n, p in ((72, one), (288, four))}
+    # the offered rates' ratio: each draw of the two last queries multiplies it
+    ratio = (four.offered / 288) / (one.offered / 72)
     published = PUBLISHED["r1_server_scaling"]
     spans = {n: q / sched for n, (sched, _, q) in SERVER_RUNS.items()}
 

@@ -148,3 +148,44 @@ def test_an_end_to_end_limit_is_judged_over_the_rules_minimum_run():
                              LatencyLimits(ttft_ns=2_000_000_000, tpot_ns=100_000_000),
                              requests=100)
     assert tok.e2e_ns is not None and tok.e2e_ns.size == 100 - 10
+
+
+def test_completed_share_by_hand():
+    from tokenmark.sim.search import completed_share
+
+    lat = np.array([100e9, 300e9])
+    # T = max(900 s, 100 queries / 1 per s) = 900 s: (900/1000 + 900/1200) / 2
+    assert completed_share(lat, 1.0, 900.0, 100) == pytest.approx(0.825)
+    # at 0.05 queries/s the 100 queries take 2,000 s: (2000/2100 + 2000/2300) / 2
+    assert completed_share(lat, 0.05, 900.0, 100) == pytest.approx(
+        (2000 / 2100 + 2000 / 2300) / 2)
+    # no latencies (a run that failed): nothing to take
+    assert completed_share(None, 1.0, 900.0, 100) == 1.0
+
+
+def test_a_long_answer_server_result_stays_below_its_offline_one():
+    """Limits loose enough for the saturated rate: the offered Server rate is the
+    deployment's Offline throughput, and LoadGen's figure is that times E[T / (T + L)]
+    over the run's own latencies: with 4,000-token answers (minutes each, as
+    DeepSeek-R1's) well below 1 in a 600 s run, and closer to 1 in a 2,400 s one."""
+    from tokenmark.mlperf.settings import LatencyLimits
+    from tokenmark.sim.plan import ClusterSpec
+    from tokenmark.sim.predict import predict
+
+    spec = ClusterSpec("H200", "llama3.1-8b", per_node=1, tp=1, efficiency=EFF)
+    inputs, outputs = np.full(64, 500), np.full(64, 4000)
+    loose = LatencyLimits(ttft_ns=600_000_000_000, tpot_ns=10_000_000_000)
+    got = {}
+    for span in (600.0, 2400.0):
+        p = predict(spec, "Server", inputs, outputs, offline_eff=EFF, latency_eff=EFF,
+                    limits=loose, requests=300, min_duration_s=span)
+        assert p.binding == "Offline throughput (saturated)"
+        assert p.run_s == span and p.latency_ns is not None
+        lat_s = p.latency_ns / 1e9
+        assert p.completed == pytest.approx(float(np.mean(span / (span + lat_s))))
+        assert p.value == pytest.approx(p.offline_bound * p.completed)
+        assert p.offered == pytest.approx(p.offline_bound)
+        got[span] = p.completed
+    # requests live about two minutes here (122 s mean): 0.83 of a 600 s run's offered
+    # rate is reported, 0.95 of a 2,400 s run's
+    assert got[600.0] < 0.9 < got[2400.0] < 1.0

@@ -130,9 +130,13 @@ def test_one_prediction_path_for_scaling_calibration_and_simulate():
         ds = simulation_dataset(layered)
         inp, out, enc = request_arrays(ds, "llama3.1-8b")
         point = scaling(layered, spec, [8], dataset=ds, requests=400)[0]
+        # the same run (the settings' minimum duration and query count: LoadGen's
+        # last query takes the same expected share of the offered rate)
+        st = layered.settings
         p = predict(spec, sc.value, inp, out, offline_eff=EFF, latency_eff=EFF,
                     limits=layered.settings.limits if sc is Scenario.SERVER else None,
-                    requests=400, encoder=enc)
+                    requests=400, encoder=enc, min_duration_s=st.min_duration_ms / 1000,
+                    min_queries=st.min_query_count)
         assert point.tokens_per_second == p.value and point.deployment == p.plan.deployment.label
         assert p.value <= p.offline_bound * (1 + 1e-12)
         # a simulated run uses the deployment the same search chose, and its notes say

@@ -22,7 +22,18 @@ system gets the same figure whichever asks:
    system does with every query queued at once; published Server results are at most the
    Offline ones for 96% of the systems with both), which itself is at most the system's
    Offline prediction. A prefill/decode-disaggregated candidate's Offline is that of the
-   same replicas aggregated (:func:`offline_trace`).
+   same replicas aggregated (:func:`offline_trace`);
+4. **LoadGen's completed figure** (Server / Interactive): LoadGen reports the tokens
+   (or samples) of a Server run over its issue span ``T`` *plus* the latency of the last
+   query issued (``final_query_all_samples_done_time``), so the figure is the offered
+   rate times ``T / (T + L)`` for one draw ``L`` of the run's latencies. The prediction
+   is the offered rate (3.) times its expected value, ``E[T / (T + L)]``, over the
+   latencies of the searched rate (:func:`~tokenmark.sim.search.completed_share`), with
+   ``T`` the span the run's ``min_duration`` and ``min_query_count`` give it:
+   :data:`SERVER_SECONDS` for published results. Llama-3.1-8B's requests live seconds
+   (a share of ~0.99), DeepSeek-R1's minutes (~0.88 at 1,200 s): it is why a Server
+   result of a long-answer benchmark stays below its Offline one even where its latency
+   limits leave room up to the Offline throughput.
 
 Traces are kept per deployment and workload for the life of the process.
 """
@@ -31,7 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -47,11 +58,17 @@ from tokenmark.perfmodel import (
 from tokenmark.sim.fit import OfflineTrace, predict_rate
 from tokenmark.sim.params import efficiency_for
 from tokenmark.sim.plan import ClusterSpec, Plan, candidates, widened
-from tokenmark.sim.search import max_server_rate, replica_saturated_rate
+from tokenmark.sim.search import (
+    ServerPoint,
+    completed_share,
+    loadgen_run_seconds,
+    max_server_rate,
+    replica_saturated_rate,
+)
 
-__all__ = ["OFFLINE_SECONDS", "SIZING", "UNIT", "Prediction", "calibrated", "deployment_key",
-           "offline_rate", "offline_trace", "predict", "saturated_rate", "screen", "server_rate",
-           "trace_requests", "workload_key"]
+__all__ = ["MIN_QUERIES", "OFFLINE_SECONDS", "SERVER_SECONDS", "SIZING", "UNIT", "Prediction",
+           "calibrated", "deployment_key", "offline_rate", "offline_trace", "predict",
+           "saturated_rate", "screen", "server_rate", "trace_requests", "workload_key"]
 
 #: Parameters used only to size the Offline traces (never for a prediction).
 SIZING = Efficiency(mfu=0.5, mbu=0.75, step_overhead_ns=1_500_000, seq_overhead_ns=2_000)
@@ -64,6 +81,18 @@ UNIT = Efficiency(mfu=1.0, mbu=1.0, step_overhead_ns=0, seq_overhead_ns=0, sourc
 #: v6.0 in ``../shared/data/mlperf/samples``. The longer the run, the smaller the share of
 #: its drain (the last, longest answers decoding alone).
 OFFLINE_SECONDS = 2000.0
+#: How long a Server or Interactive run issues queries as submitters size it (LoadGen's
+#: issue span ``T``, from ``min_duration`` and ``min_query_count``), which sets the
+#: share of the offered rate its last query leaves in the result (module docstring, 4.):
+#: the rules ask 600 s at least; the runs whose LoadGen logs ``../shared/data/mlperf/
+#: samples`` holds (v4.1-v6.0) span 667 s (AMD v4.1 8 x MI300X llama2-70b Server),
+#: 1,158 s (NVIDIA v6.0 GB300 x4 Qwen3-VL Server: ``min_query_count`` = the dataset's
+#: 48,289), 1,204 s (AMD v6.0 87 x MI355X llama2-70b Interactive: ``min_duration``
+#: 1,200 s) and 2,450 s (NVIDIA v6.0 GB300 x288 DeepSeek-R1 Server: 1,053,120 queries at
+#: 430/s). This is their median.
+SERVER_SECONDS = 1200.0
+#: mlperf.conf's ``min_query_count`` for the LLM Server and Interactive scenarios.
+MIN_QUERIES = 100
 #: An Offline trace holds at least the dataset's worth of requests per system, at most this
 #: or four times the replica's sequence cap (what its saturated rate is measured on).
 MAX_TRACE_REQUESTS = 60000
@@ -183,27 +212,32 @@ def server_rate(d: Deployment, inputs: np.ndarray, outputs: np.ndarray,
                 limits: LatencyLimits, eff: Efficiency, *, samples: bool = False,
                 requests: int = 1500, rel_tol: float = FINAL_TOL,
                 encoder: np.ndarray | None = None,
-                saturated: float | None = None) -> tuple[float, bool]:
-    """The system's units per second at the highest rate within ``limits`` under
-    ``eff`` (unbounded), and whether any rate passes. ``saturated``: the deployment's
-    saturated rate under ``eff`` when known (:func:`saturated_rate`)."""
-    value, ok, _ = _server_point(d, inputs, outputs, limits, eff, samples=samples,
-                                 requests=requests, rel_tol=rel_tol, encoder=encoder,
-                                 saturated=saturated)
-    return value, ok
+                saturated: float | None = None,
+                min_duration_s: float = SERVER_SECONDS,
+                min_queries: int = MIN_QUERIES) -> tuple[float, bool]:
+    """The units per second LoadGen reports for the system at the highest rate within
+    ``limits`` under ``eff`` (unbounded; the offered rate times its expected completed
+    share in a run of ``min_duration_s`` and ``min_queries``: module docstring, 4.), and
+    whether any rate passes. ``saturated``: the deployment's saturated rate under ``eff``
+    when known (:func:`saturated_rate`)."""
+    value, ok, best = _server_point(d, inputs, outputs, limits, eff, samples=samples,
+                                    requests=requests, rel_tol=rel_tol, encoder=encoder,
+                                    saturated=saturated)
+    return value * completed_share(best.e2e_ns, best.qps, min_duration_s, min_queries), ok
 
 
 def _server_point(d: Deployment, inputs: np.ndarray, outputs: np.ndarray,
                   limits: LatencyLimits, eff: Efficiency, *, samples: bool, requests: int,
                   rel_tol: float, encoder: np.ndarray | None,
-                  saturated: float | None = None) -> tuple[float, bool, float]:
-    """:func:`server_rate` and the rate it found (queries per second; 0 when none passes)."""
+                  saturated: float | None = None) -> tuple[float, bool, ServerPoint]:
+    """The offered units per second at the highest rate within ``limits`` (0 when none
+    passes), whether one passes, and the search's point there (its rate and latencies)."""
     best = max_server_rate(replace(d, efficiency=eff), inputs, outputs, limits,
                            requests=requests, rel_tol=rel_tol, encoder=encoder,
                            saturated=saturated)
     if not best.passed:
-        return 0.0, False, 0.0
-    return (best.qps if samples else best.qps * best.tokens_per_request), True, best.qps
+        return 0.0, False, best
+    return (best.qps if samples else best.qps * best.tokens_per_request), True, best
 
 
 def saturated_rate(d: Deployment, inputs: np.ndarray, outputs: np.ndarray,
@@ -217,7 +251,9 @@ def saturated_rate(d: Deployment, inputs: np.ndarray, outputs: np.ndarray,
 
 def screen(deps: list[Deployment], inputs: np.ndarray, outputs: np.ndarray,
            limits: LatencyLimits, eff: Efficiency, *, samples: bool = False,
-           requests: int = 1500, encoder: np.ndarray | None = None) -> list[float]:
+           requests: int = 1500, encoder: np.ndarray | None = None,
+           min_duration_s: float = SERVER_SECONDS,
+           min_queries: int = MIN_QUERIES) -> list[float]:
     """Each candidate's units per second within ``limits`` to ``SCREEN_TOL``, NaN for
     one not searched because it cannot win: the candidates are searched from the
     highest saturated rate down (:func:`saturated_rate`, the search's own upper
@@ -233,7 +269,8 @@ def screen(deps: list[Deployment], inputs: np.ndarray, outputs: np.ndarray,
             continue
         vals[k], _ = server_rate(deps[k], inputs, outputs, limits, eff, samples=samples,
                                  requests=requests, rel_tol=SCREEN_TOL, encoder=encoder,
-                                 saturated=sat[k])
+                                 saturated=sat[k], min_duration_s=min_duration_s,
+                                 min_queries=min_queries)
         best = max(best, vals[k])
     return vals
 
@@ -259,21 +296,36 @@ class Prediction:
     binding: str  # "Offline", "latency limits", "Offline throughput (saturated)", ...
     offline_bound: float  # the chosen deployment's Offline throughput (latency scenarios)
     tried: tuple[tuple[str, float], ...]  # every candidate's label and (screened) value
-    unbounded: float = math.nan  # latency scenarios: the rate within the limits, unbounded
-    #: latency scenarios: the Poisson rate (queries per second) that delivers ``value``
-    #: (the searched rate, scaled down where the Offline bound caps it)
+    #: latency scenarios: the offered units per second within the limits, unbounded
+    unbounded: float = math.nan
+    #: latency scenarios: the Poisson rate (queries per second) offered (the searched
+    #: rate, scaled down where the Offline bound caps it)
     qps: float = math.nan
+    #: latency scenarios: the expected share of the offered rate LoadGen reports
+    #: (``value`` = offered x it: module docstring, 4.), and the issue span it is for
+    completed: float = 1.0
+    run_s: float = math.nan
+    #: latency scenarios: the measured requests' end-to-end latencies (ns) at the
+    #: searched rate, which the completed share is taken over
+    latency_ns: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def offered(self) -> float:
+        """The offered units per second (latency scenarios; ``value`` for Offline)."""
+        return self.value / self.completed if self.completed > 0 else self.value
 
 
 def predict(spec: ClusterSpec, scenario: str, inputs: np.ndarray, outputs: np.ndarray, *,
             offline_eff: Efficiency, latency_eff: Efficiency | None = None,
             limits: LatencyLimits | None = None, samples: bool = False,
             requests: int = 1500, plans: list[Plan] | None = None,
-            encoder: np.ndarray | None = None) -> Prediction:
+            encoder: np.ndarray | None = None, min_duration_s: float = SERVER_SECONDS,
+            min_queries: int = MIN_QUERIES) -> Prediction:
     """What ``spec`` delivers in ``scenario`` (module docstring). ``offline_eff`` and
     ``latency_eff`` are the calibrated parameters of the Offline rows and of the
     scenario; ``plans`` the candidates when already made; ``encoder`` each sample's
-    vision-encoder FLOPs (vision-language models)."""
+    vision-encoder FLOPs (vision-language models); ``min_duration_s`` and
+    ``min_queries`` the Server run's LoadGen settings (its issue span)."""
     plans = plans or candidates(spec, float(inputs.mean()), float(outputs.mean()), scenario)
     if scenario == "Offline" or limits is None:
         tried = [(p.deployment.label, offline_rate(p.deployment, inputs, outputs, offline_eff,
@@ -283,30 +335,35 @@ def predict(spec: ClusterSpec, scenario: str, inputs: np.ndarray, outputs: np.nd
         return Prediction(tried[k][1], plans[k], "Offline", tried[k][1], tuple(tried))
     eff = latency_eff or offline_eff
     vals = screen([p.deployment for p in plans], inputs, outputs, limits, eff,
-                  samples=samples, requests=requests, encoder=encoder)
+                  samples=samples, requests=requests, encoder=encoder,
+                  min_duration_s=min_duration_s, min_queries=min_queries)
     screened = [(p.deployment.label, v) for p, v in zip(plans, vals, strict=True)]
     k = int(np.nanargmax(vals))
     plan = plans[k]
     d = plan.deployment
-    value, ok, qps = _server_point(d, inputs, outputs, limits, eff, samples=samples,
-                                   requests=requests, rel_tol=FINAL_TOL, encoder=encoder)
+    value, ok, pt = _server_point(d, inputs, outputs, limits, eff, samples=samples,
+                                  requests=requests, rel_tol=FINAL_TOL, encoder=encoder)
     bound = offline_rate(d, inputs, outputs, offline_eff, samples=samples, encoder=encoder)
     if not ok:  # widen the widest dense replica (plan.widened) until one meets them
         widest = max(plans, key=lambda q: q.deployment.tp)
         for w in widened(widest, spec):
-            v, ok, q = _server_point(w.deployment, inputs, outputs, limits, eff,
-                                     samples=samples, requests=requests, rel_tol=FINAL_TOL,
-                                     encoder=encoder)
-            screened.append((w.deployment.label, v))
+            v, ok, wpt = _server_point(w.deployment, inputs, outputs, limits, eff,
+                                       samples=samples, requests=requests, rel_tol=FINAL_TOL,
+                                       encoder=encoder)
+            screened.append((w.deployment.label,
+                             v * completed_share(wpt.e2e_ns, wpt.qps, min_duration_s,
+                                                 min_queries)))
             if ok:
-                plan, d, value, qps = w, w.deployment, v, q
+                plan, d, value, pt = w, w.deployment, v, wpt
                 bound = offline_rate(d, inputs, outputs, offline_eff, samples=samples,
                                      encoder=encoder)
                 break
     if not ok:
         return Prediction(0.0, plan, "fails the limits at any rate", bound, tuple(screened),
                           0.0)
+    binding, offered, qps = "latency limits", value, pt.qps
     if value > bound:
-        return Prediction(bound, plan, "Offline throughput (saturated)", bound,
-                          tuple(screened), value, qps * bound / value)
-    return Prediction(value, plan, "latency limits", bound, tuple(screened), value, qps)
+        binding, offered, qps = "Offline throughput (saturated)", bound, pt.qps * bound / value
+    share = completed_share(pt.e2e_ns, qps, min_duration_s, min_queries)
+    return Prediction(offered * share, plan, binding, bound, tuple(screened), value, qps,
+                      share, loadgen_run_seconds(qps, min_duration_s, min_queries), pt.e2e_ns)

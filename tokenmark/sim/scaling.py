@@ -34,13 +34,13 @@ lottery of its own. NVIDIA's v6.1 GB300 DeepSeek-R1 Server runs show it (their
 ``mlperf_log_summary.txt``): 72 GPUs scheduled 165.21 and completed 156.23 samples/s
 (``T`` 1,434 s, last query 83 s), 288 GPUs scheduled 639.93 and completed 530.42
 (``T`` 1,481 s, last query 306 s): the published Server scaling 0.849 is 0.968 (the
-offered rates) x 0.877 (the two last queries). The sweep's efficiency is the expected
-one (the term's mean is the same at every size for runs of equal length); for Server
-and Interactive :func:`last_query` simulates the predicted rate once more to get the
-latency distribution, and each point carries the 5th-95th percentile of its efficiency
+offered rates) x 0.877 (the two last queries). Every prediction is the expected
+figure (:func:`~tokenmark.sim.predict.predict`: the offered rate times ``E[T / (T + L)]``
+over its latencies, for runs as long as the settings' minimum duration and query count
+make them, :func:`loadgen_run_seconds`), so the sweep's efficiency is the expected one,
+and each Server or Interactive point carries the 5th-95th percentile of its efficiency
 over independent last queries of its run and the base's (``efficiency_low`` /
-``efficiency_high``), runs as long as the settings' minimum duration and query count
-make them (:func:`loadgen_run_seconds`).
+``efficiency_high``; :func:`last_query`: the prediction's own latencies).
 """
 
 from __future__ import annotations
@@ -52,12 +52,11 @@ import numpy as np
 
 from tokenmark.config.layering import LayeredSettings
 from tokenmark.dataset import Dataset
-from tokenmark.mlperf.settings import LatencyLimits, Scenario
-from tokenmark.perfmodel import Deployment, Efficiency
+from tokenmark.mlperf.settings import Scenario
 from tokenmark.sim.plan import ClusterSpec
 from tokenmark.sim.predict import Prediction, calibrated, offline_trace, predict
 from tokenmark.sim.run import request_arrays
-from tokenmark.sim.search import replica_server_run
+from tokenmark.sim.search import last_query_factors, loadgen_run_seconds
 
 __all__ = ["BAND", "LastQuery", "ScalingPoint", "last_query", "last_query_factors",
            "loadgen_run_seconds", "ratio_quantiles", "scaling_sweep"]
@@ -66,23 +65,6 @@ __all__ = ["BAND", "LastQuery", "ScalingPoint", "last_query", "last_query_factor
 BAND = (0.05, 0.95)
 #: Quantiles each run's last-query distribution is reduced to before forming ratios.
 _GRID = 400
-
-
-def loadgen_run_seconds(qps: float, min_duration_s: float, min_queries: int) -> float:
-    """The issue span of a LoadGen Server run at ``qps``: it issues queries until both its
-    minimum duration and its minimum query count are reached."""
-    if qps <= 0:
-        raise ValueError("a Server run needs a positive rate")
-    return max(min_duration_s, min_queries / qps)
-
-
-def last_query_factors(e2e_ns: np.ndarray, run_s: float) -> np.ndarray:
-    """``T / (T + L)`` for each latency ``L`` (ns) of a run's sample, ascending: the share
-    of the offered rate LoadGen reports when that request is the last one issued."""
-    if run_s <= 0:
-        raise ValueError("the run's issue span must be positive")
-    lat = np.sort(np.asarray(e2e_ns, dtype=np.float64))[::-1] / 1e9
-    return run_s / (run_s + lat)
 
 
 def ratio_quantiles(num: np.ndarray, den: np.ndarray, qs: tuple[float, ...],
@@ -128,18 +110,15 @@ class LastQuery:
         return replace(self, run_s=run_s)
 
 
-def last_query(d: Deployment, eff: Efficiency, inputs: np.ndarray, outputs: np.ndarray,
-               p: Prediction, limits: LatencyLimits, *, samples: bool = False,
-               min_duration_s: float = 600.0, min_queries: int = 100, requests: int = 1500,
-               encoder: np.ndarray | None = None) -> LastQuery:
-    """The last-query term of prediction ``p`` (deployment ``d`` under the scenario's
-    efficiency ``eff``): the predicted rate simulated once more for its latencies, over a
-    run as long as LoadGen's minimums make it."""
-    qps = p.value if samples else p.value / float(np.mean(outputs))
-    pt = replica_server_run(replace(d, efficiency=eff), inputs, outputs, qps, limits,
-                            requests=requests, encoder=encoder)
-    lat = pt.e2e_ns if pt.e2e_ns is not None and pt.e2e_ns.size else np.zeros(1, np.int64)
-    return LastQuery(qps, loadgen_run_seconds(qps, min_duration_s, min_queries), lat)
+def last_query(p: Prediction) -> LastQuery:
+    """The last-query term of a Server or Interactive prediction ``p``: the latencies of
+    its searched rate (:class:`~tokenmark.sim.predict.Prediction`), over the issue span
+    its run's LoadGen settings give it at the predicted rate."""
+    if math.isnan(p.qps) or p.qps <= 0:
+        raise ValueError("a last query needs a Server or Interactive prediction that passes")
+    lat = p.latency_ns if p.latency_ns is not None and p.latency_ns.size else np.zeros(
+        1, np.int64)
+    return LastQuery(p.qps, p.run_s, lat)
 
 
 @dataclass(frozen=True)
@@ -193,14 +172,11 @@ def scaling_sweep(
             per_node = n
         s = replace(spec, nodes=n // per_node, per_node=per_node)
         p = predict(s, name, inp, out, offline_eff=off_eff, latency_eff=lat_eff,
-                    limits=limits, requests=requests, encoder=enc)
+                    limits=limits, requests=requests, encoder=enc,
+                    min_duration_s=st.min_duration_ms / 1000, min_queries=st.min_query_count)
         d = p.plan.deployment
         comm = offline_trace(d, inp, out, encoder=enc).comm_share(off_eff)
-        lq = None
-        if limits is not None and p.value > 0:
-            lq = last_query(d, lat_eff, inp, out, p, limits,
-                            min_duration_s=st.min_duration_ms / 1000,
-                            min_queries=st.min_query_count, requests=requests, encoder=enc)
+        lq = last_query(p) if limits is not None and p.value > 0 else None
         rows.append((n, per_node, p, comm, lq))
     base_n, _, base, _, base_lq = rows[0]
     points = []
@@ -210,8 +186,10 @@ def scaling_sweep(
         eff = (tps / n) / (base.value / base_n) if base.value > 0 else 0.0
         lo = hi = math.nan
         if lq is not None and base_lq is not None:
+            # the offered rates' ratio times independent draws of the two last queries
+            offered = (p.offered / n) / (base.offered / base_n)
             q_lo, q_hi = ratio_quantiles(lq.factors, base_lq.factors, BAND)
-            lo, hi = eff * q_lo, eff * q_hi
+            lo, hi = offered * q_lo, offered * q_hi
         points.append(ScalingPoint(
             accelerators=n, nodes=n // per_node, scale_up_domain=d.topo.domain, tp=d.tp,
             pp=d.pp, ep=d.ep, replicas=d.replicas, tokens_per_second=tps,

@@ -45,7 +45,8 @@ MIN_LIFETIMES = 2.0
 E2E_SPAN_S = 600.0
 MAX_REQUESTS = 20000
 
-__all__ = ["ServerPoint", "max_server_rate", "replica_offline_rate", "replica_saturated_rate",
+__all__ = ["ServerPoint", "completed_share", "last_query_factors", "loadgen_run_seconds",
+           "max_server_rate", "replica_offline_rate", "replica_saturated_rate",
            "replica_server_run"]
 
 
@@ -71,6 +72,37 @@ def _p99(values: np.ndarray) -> int:
     if values.size == 0:
         return 0
     return int(np.sort(values)[int(values.size * 0.99)])
+
+
+def loadgen_run_seconds(qps: float, min_duration_s: float, min_queries: int) -> float:
+    """The issue span of a LoadGen Server run at ``qps``: it issues queries until both its
+    minimum duration and its minimum query count are reached."""
+    if qps <= 0:
+        raise ValueError("a Server run needs a positive rate")
+    return max(min_duration_s, min_queries / qps)
+
+
+def last_query_factors(e2e_ns: np.ndarray, run_s: float) -> np.ndarray:
+    """``T / (T + L)`` for each latency ``L`` (ns) of a run's sample, ascending: the share
+    of the offered rate LoadGen reports when that request is the last one issued."""
+    if run_s <= 0:
+        raise ValueError("the run's issue span must be positive")
+    lat = np.sort(np.asarray(e2e_ns, dtype=np.float64))[::-1] / 1e9
+    return run_s / (run_s + lat)
+
+
+def completed_share(e2e_ns: np.ndarray | None, qps: float, min_duration_s: float,
+                    min_queries: int) -> float:
+    """The share of the offered rate LoadGen reports for a Server or Interactive run at
+    ``qps`` (cluster-wide, queries per second) whose requests take ``e2e_ns``: its
+    completed rate is its ``n`` queries over the issue span ``T`` plus the latency ``L``
+    of the last one issued, a draw from the run's latencies, so the expected share is
+    ``E[T / (T + L)]`` (:mod:`tokenmark.sim.scaling`'s module docstring); 1 without
+    latencies."""
+    if e2e_ns is None or e2e_ns.size == 0 or qps <= 0:
+        return 1.0
+    return float(np.mean(last_query_factors(e2e_ns, loadgen_run_seconds(
+        qps, min_duration_s, min_queries))))
 
 
 def replica_server_run(
