@@ -123,12 +123,11 @@ def main() -> None:
              f"(72: {one.value:,.0f} [{one.plan.deployment.label}]; 288: {four.value:,.0f} "
              f"[{four.plan.deployment.label}])")
         if scenario == "Server":
-            _last_queries(one, four, ratio, eff, lengths, args.requests)
+            _last_queries(one, four)
     print(f"\n{time.perf_counter() - t0:.0f} s")
 
 
-def _last_queries(one: Prediction, four: Prediction, ratio: float, eff: Any,
-                  lengths: Lengths, requests: int) -> None:
+def _last_queries(one: Prediction, four: Prediction) -> None:
     """The Server scaling's spread from LoadGen's last-query term, and the published
     figure's split (module docstring)."""
     rules = load_round(ROUND).benchmarks["deepseek-r1"].scenarios[Scenario.SERVER]
@@ -137,15 +136,15 @@ def _last_queries(one: Prediction, four: Prediction, ratio: float, eff: Any,
                                                     rules.min_query_count))
           for n, p in ((72, one), (288, four))}
     # the offered rates' ratio: each draw of the two last queries multiplies it
-    ratio = (four.offered / 288) / (one.offered / 72)
+    offered = (four.offered / 288) / (one.offered / 72)
     published = PUBLISHED["r1_server_scaling"]
     spans = {n: q / sched for n, (sched, _, q) in SERVER_RUNS.items()}
 
     def band(a: LastQuery, b: LastQuery, how: str) -> None:
         lo, mid, hi, share = ratio_quantiles(a.factors, b.factors, (BAND[0], 0.5, BAND[1]),
-                                             at=published / ratio)
-        print(f"    last-query spread, {how}: 5-95% {ratio * lo:.3f}-{ratio * hi:.3f} "
-              f"(median {ratio * mid:.3f}); the published {published:.3f} lies at the "
+                                             at=published / offered)
+        print(f"    last-query spread, {how}: 5-95% {offered * lo:.3f}-{offered * hi:.3f} "
+              f"(median {offered * mid:.3f}); the published {published:.3f} lies at the "
               f"{share:.0%} point (mean latency {b.mean_latency_s:.0f} s at 72, "
               f"{a.mean_latency_s:.0f} s at 288; T {b.run_s:.0f} s and {a.run_s:.0f} s)")
 

@@ -30,8 +30,9 @@ system gets the same figure whichever asks:
    is the offered rate (3.) times its expected value, ``E[T / (T + L)]``, over the
    latencies of the searched rate (:func:`~tokenmark.sim.search.completed_share`), with
    ``T`` the span the run's ``min_duration`` and ``min_query_count`` give it:
-   :data:`SERVER_SECONDS` for published results. Llama-3.1-8B's requests live seconds
-   (a share of ~0.99), DeepSeek-R1's minutes (~0.88 at 1,200 s): it is why a Server
+   :data:`SERVER_SECONDS` for published results. Llama's requests live seconds (a share
+   of ~0.99), DeepSeek-R1's minutes (0.90-0.93 at 1,200 s on 8-GPU nodes, ~0.96 on NVL72
+   racks, whose simulated answers decode faster): it is why a Server
    result of a long-answer benchmark stays below its Offline one even where its latency
    limits leave room up to the Offline throughput.
 
