@@ -68,7 +68,7 @@ SERVER_LATENCIES = {72: (6.14, 130.9, 572.1, 775.6, 914.6, 1135.4, 1273.6, 1288.
 ROUND = "v6.1"
 
 
-def _table(path: Path | None) -> Any:
+def efficiency_lookup(path: Path | None) -> Any:
     """Efficiency lookup as every prediction makes it (tokenmark.sim.params.efficiency_for)
     over the packaged efficiency.csv and model_levels.csv or another folder's."""
     rows = read_efficiency(path) if path is not None else None
@@ -95,7 +95,7 @@ def main() -> None:
     ap.add_argument("--efficiency", type=Path, default=None)
     ap.add_argument("--requests", type=int, default=1500)
     args = ap.parse_args()
-    eff = _table(args.efficiency)
+    eff = efficiency_lookup(args.efficiency)
     lengths = Lengths()
     t0 = time.perf_counter()
     lines = []
