@@ -16,12 +16,13 @@ The design round (v6.0) holds the same pair of systems whose v6.1 results give t
    it over four) and the seconds after p90 and p99.
 2. **The model's Offline runs of the same sizes.** The planner's Offline deployment under
    the shipped parameters (or ``--efficiency``), each replica's run simulated to its end
-   with the sample count the published run gave it (:class:`~tokenmark.perfmodel.engine.
-   ReplicaEngine`, requests drawn as the Offline trace draws them): its percentiles as
-   shares of the run, its drain, and the ratio the two run sizes alone give.
+   with the sample count the published run gave it (the simulator's driver,
+   :func:`tokenmark.sim.driver.simulate`, every request issued at once and drawn as the
+   Offline trace draws them): its percentiles as shares of the run, its drain, and the
+   ratio the two run sizes alone give.
 3. **Server.** The offered rate per rack (scheduled samples/s), the completed share (LoadGen's
    last-query term, ``tokenmark/sim/scaling.py``), and the TPOT/TTFT p99 against the
-   limits (80 ms, 2 s): whether each run sat at its limits.
+   v6.0 rules' limits (80 ms, 2 s): whether each run sat at its limits.
 
 Sources: the 288-GPU summaries from ``../shared/data/mlperf/samples`` (their copy in
 ``tests/data/shared``, read with
@@ -46,9 +47,13 @@ from pathlib import Path
 import numpy as np
 
 from tokenmark.mlperf.mllog.read_summary import parse_summary
+from tokenmark.mlperf.presets import load_round
+from tokenmark.mlperf.scenarios import Schedule, ScheduleKind
+from tokenmark.mlperf.settings import Scenario
 from tokenmark.perfmodel.deployment import Deployment, Efficiency
-from tokenmark.perfmodel.engine import ReplicaEngine
 from tokenmark.sim.calibration import Lengths
+from tokenmark.sim.cluster import Cluster
+from tokenmark.sim.driver import simulate
 from tokenmark.sim.plan import ClusterSpec
 from tokenmark.sim.predict import predict
 
@@ -65,17 +70,12 @@ SAMPLES = (_SHARED / "mlperf" / "samples" / "v6.0" / "closed" / "NVIDIA" / "resu
 POINTS = (0.5, 0.9, 0.95, 0.97, 0.99, 0.999, 1.0)
 #: NVIDIA's v6.0 72-GPU runs (module docstring): Offline samples_per_query and latency
 #: percentiles (s) at POINTS; Server scheduled and completed samples/s, min_query_count,
-#: TPOT p50 and p99 (ms), TTFT p99 (s), limits from the summary's test parameters
+#: TPOT p50 and p99 (ms), TTFT p99 (s)
 OFFLINE_72 = (877600, (2149.292525238, 3993.664645188, 4261.787291986, 4412.282741699,
                        4661.896972134, 4949.388439210, 5089.252432235))
 SERVER_72 = {"scheduled": 110.02, "completed": 106.66, "queries": 219400,
              "tpot_p50_ms": 57.680634, "tpot_p99_ms": 76.061582, "ttft_p99_s": 1.002}
-TPOT_LIMIT_MS, TTFT_LIMIT_S = 80.0, 2.0
 ROUND = "v6.0"
-
-
-def _stats(section: dict[str, str], name: str) -> float:
-    return float(section[name])
 
 
 def published_288() -> tuple[tuple[int, tuple[float, ...]], dict[str, float]]:
@@ -84,39 +84,38 @@ def published_288() -> tuple[tuple[int, tuple[float, ...]], dict[str, float]]:
     logs = {}
     for scenario in ("Offline", "Server"):
         p = SAMPLES / scenario / "performance" / "run_1" / "mlperf_log_summary.txt"
+        if not p.is_file():
+            sys.exit(f"rack_pair: no LoadGen summary at {p}: point TOKENMARK_SHARED at the "
+                     "shared reference data (its data/mlperf/samples), or run from a clone "
+                     "that has tests/data/shared")
         logs[scenario] = parse_summary(p.read_text(encoding="utf-8"), str(p)).fields
     off = dict(logs["Offline"]["additional_stats"])
     samples = int(dict(logs["Offline"]["test_parameters"])["samples_per_query"])
     names = [f"{p * 100:.2f} percentile latency (ns)" for p in POINTS[:-1]] + ["Max latency (ns)"]
-    pcts = tuple(_stats(off, n) / 1e9 for n in names)
+    pcts = tuple(float(off[n]) / 1e9 for n in names)
     srv = dict(logs["Server"]["additional_stats"])
     res = dict(logs["Server"]["results"])
     params = dict(logs["Server"]["test_parameters"])
-    server = {"scheduled": _stats(srv, "Scheduled samples per second"),
+    server = {"scheduled": float(srv["Scheduled samples per second"]),
               "completed": float(res["Completed samples per second"]),
               "queries": float(params["min_query_count"]),
-              "tpot_p50_ms": _stats(srv, "50.00 percentile time to output token (ns)") / 1e6,
-              "tpot_p99_ms": _stats(srv, "99.00 percentile time to output token (ns)") / 1e6,
-              "ttft_p99_s": _stats(srv, "99.00 percentile first token latency (ns)") / 1e9}
+              "tpot_p50_ms": float(srv["50.00 percentile time to output token (ns)"]) / 1e6,
+              "tpot_p99_ms": float(srv["99.00 percentile time to output token (ns)"]) / 1e6,
+              "ttft_p99_s": float(srv["99.00 percentile first token latency (ns)"]) / 1e9}
     return (samples, pcts), server
 
 
 def model_run(d: Deployment, eff: Efficiency, per_replica: int, inputs: np.ndarray,
               outputs: np.ndarray, seed: int = 7) -> tuple[np.ndarray, float]:
     """One replica's Offline run of ``per_replica`` requests (drawn as the Offline trace
-    draws them) under ``eff``: each request's completion time (s) and the output tokens."""
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, inputs.shape[0], size=per_replica)
-    eng = ReplicaEngine(replace(d.single_replica(), efficiency=eff))
-    for i, k in enumerate(idx.tolist()):
-        eng.submit(i, int(inputs[k]), int(outputs[k]))
-    t = 0
-    done: list[int] = []
-    while eng.has_work:
-        o = eng.advance()
-        t += o.plan.cost.total_ns
-        done.extend([t] * len(o.done))
-    return np.asarray(done, np.float64) / 1e9, float(outputs[idx].sum())
+    draws them, all issued at once) under ``eff``, through the simulator's own driver:
+    each request's completion time (s) and the output tokens."""
+    idx = np.random.default_rng(seed).integers(0, inputs.shape[0], size=per_replica)
+    zeros = np.zeros(per_replica, dtype=np.int64)
+    sched = Schedule(kind=ScheduleKind.TIMED, scenario=Scenario.OFFLINE, sample_index=idx,
+                     query_id=zeros, scheduled_ns=zeros)
+    r = simulate(sched, inputs, outputs, Cluster(replace(d.single_replica(), efficiency=eff)))
+    return r.done.astype(np.float64) / 1e9, float(r.output_tokens.sum())
 
 
 def _offline_rows(name: str, per_rack: float, pcts: tuple[float, ...]) -> list[str]:
@@ -164,15 +163,16 @@ def main() -> None:
           f"{rates['model x288'][0] / rates['model x72'][0]:.3f}; completion rate up to p90 "
           f"{rates['model x288'][1] / rates['model x72'][1]:.3f}")
 
+    limits = load_round(ROUND).benchmarks["deepseek-r1"].scenarios[Scenario.SERVER].limits
+    tpot_ms, ttft_s = limits.tpot_ns / 1e6, limits.ttft_ns / 1e9
     print("\nServer: per rack")
     for name, racks, s in (("published x72", 1, SERVER_72), ("published x288", 4, s288)):
         span = s["queries"] / s["scheduled"]
         print(f"  {name:<16} offered {s['scheduled'] / racks:7.2f} queries/s, completed share "
               f"{s['completed'] / s['scheduled']:.4f} (T {span:,.0f} s); TPOT p50 "
               f"{s['tpot_p50_ms']:.1f} ms, p99 {s['tpot_p99_ms']:.1f} ms "
-              f"({s['tpot_p99_ms'] / TPOT_LIMIT_MS:.0%} of {TPOT_LIMIT_MS:.0f}); TTFT p99 "
-              f"{s['ttft_p99_s']:.2f} s ({s['ttft_p99_s'] / TTFT_LIMIT_S:.0%} of "
-              f"{TTFT_LIMIT_S:.0f})")
+              f"({s['tpot_p99_ms'] / tpot_ms:.0%} of {tpot_ms:.0f}); TTFT p99 "
+              f"{s['ttft_p99_s']:.2f} s ({s['ttft_p99_s'] / ttft_s:.0%} of {ttft_s:.0f})")
     offered = s288["scheduled"] / (4 * SERVER_72["scheduled"])
     share = (s288["completed"] / s288["scheduled"]) / (SERVER_72["completed"]
                                                       / SERVER_72["scheduled"])
