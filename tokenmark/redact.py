@@ -39,14 +39,19 @@ MIN_SECRET = 4
 _PREFIX = 8  # a cut form is replaced from this many leading characters on
 
 
-def _py_escape(s: str, quote_char: str) -> str:
-    """``s`` as a Python string literal's body in ``quote_char`` quotes (repr's rules)."""
+def _py_escape(s: str, quote_char: str, as_bytes: bool = False) -> str:
+    """``s`` (with ``as_bytes``, its UTF-8 bytes) as a Python literal's body in
+    ``quote_char`` quotes (repr's rules)."""
     other = "'" if quote_char == '"' else '"'
-    body = repr(s + other)[1:-2] if repr(s + other)[0] == quote_char else None
-    if body is not None:
-        return body
+
+    def literal(x: str) -> str:  # repr without a bytes literal's "b"
+        return repr(x.encode("utf-8"))[1:] if as_bytes else repr(x)
+
+    forced = literal(s + other)
+    if forced[0] == quote_char:
+        return forced[1:-2]
     # repr chose the other quote: escape ours by hand, as repr would in that style
-    out = repr(s)[1:-1]
+    out = literal(s)[1:-1]
     return out.replace("\\" + other, other).replace(quote_char, "\\" + quote_char)
 
 
@@ -63,7 +68,7 @@ def forms(secret: str) -> set[str]:
     for f in list(out):
         for q in ("'", '"'):
             out.add(_py_escape(f, q))
-        out.add(repr(f.encode("utf-8"))[2:-1])
+            out.add(_py_escape(f, q, as_bytes=True))
     for enc in (quote(secret, safe=""), quote(secret), quote_plus(secret, safe=""),
                 quote_plus(secret)):
         out |= {enc, re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), enc)}
